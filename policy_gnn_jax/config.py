@@ -1,0 +1,162 @@
+"""Run configuration: one frozen dataclass, validated at construction, with named presets.
+
+Every value that sets an array shape is a Python int here, so `make_*` factories can close over
+the config and jit compiles once per config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+TRANSITIONS = ("labelled", "walk")
+
+
+class ConfigError(ValueError):
+    """An out-of-range or inconsistent config value. The message names the field and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Defaults are the paper's (ALGORITHM.md sections 2-5); see README for every choice."""
+
+    # Shared GCN (section 2).
+    hidden: int = 16
+    dropout: float = 0.5
+    # Kipf & Welling's dropout on the input's non-zeros; ALGORITHM.md's formula starts at h_0 = X,
+    # and 0 restores it. 0.5 measured better on Cora/CiteSeer validation (README, Baselines).
+    input_dropout: float = 0.5
+    gcn_lr: float = 0.01
+    weight_decay: float = 5e-4
+    min_depth: int = 2
+    max_depth: int = 5
+    # Fixed-depth baseline (section 7).
+    depth: int = 2
+    epochs: int = 200
+    # MDP (section 3).
+    num_episodes: int = 1000
+    steps_per_episode: int = 10
+    num_walkers: int = 0  # 0: one walker per training node
+    buffer_size: int = 128
+    transition: str = "labelled"
+    reward_scale: float = 100.0
+    reward_window: int = 10
+    normaliser_window: int = 1000
+    # DQN meta-policy (section 4).
+    q_hidden: tuple[int, ...] = (32, 64, 128, 64, 32)
+    q_lr: float = 5e-4
+    gamma: float = 0.95
+    replay_capacity: int = 10_000
+    batch_size: int = 128
+    target_period: int = 1000
+    dqn_updates_per_step: int = 1
+    eps_start: float = 1.0
+    eps_end: float = 0.1
+    eps_every: int = 10
+    eps_horizon_fraction: float = 0.5
+    random_policy: bool = False  # the random-policy baseline: epsilon 1, random eval depths
+    # Progress reporting: the jitted loop returns to Python every `episodes_per_call` episodes.
+    episodes_per_call: int = 10
+
+    def __post_init__(self):
+        _validate(self)
+
+    @property
+    def num_actions(self) -> int:
+        return self.max_depth - self.min_depth + 1
+
+    @property
+    def num_steps(self) -> int:
+        return self.num_episodes * self.steps_per_episode
+
+    @property
+    def eps_horizon_steps(self) -> int:
+        return max(1, int(self.num_steps * self.eps_horizon_fraction))
+
+    @classmethod
+    def paper(cls, **overrides) -> Config:
+        """The paper's defaults: depths 2..5, 1000 episodes of 10 steps."""
+        return cls(**overrides)
+
+    @classmethod
+    def tiny(cls, **overrides) -> Config:
+        """Small and fast, for tests and smoke runs."""
+        base = dict(
+            min_depth=1,
+            max_depth=3,
+            epochs=20,
+            num_episodes=4,
+            steps_per_episode=5,
+            buffer_size=8,
+            replay_capacity=256,
+            batch_size=16,
+            target_period=10,
+            normaliser_window=64,
+            q_hidden=(16, 16),
+            episodes_per_call=2,
+        )
+        base.update(overrides)
+        return cls(**base)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _validate(c: Config) -> None:
+    _check(c.hidden >= 1, f"hidden must be >= 1, got {c.hidden}.")
+    _check(0.0 <= c.dropout < 1.0, f"dropout must be in [0, 1), got {c.dropout}.")
+    _check(0.0 <= c.input_dropout < 1.0, f"input_dropout must be in [0, 1), got {c.input_dropout}.")
+    _check(c.gcn_lr > 0 and c.q_lr > 0, "learning rates (gcn_lr, q_lr) must be > 0.")
+    _check(c.weight_decay >= 0, f"weight_decay must be >= 0, got {c.weight_decay}.")
+    _check(
+        1 <= c.min_depth <= c.max_depth,
+        f"depths must satisfy 1 <= min_depth <= max_depth, got {c.min_depth}-{c.max_depth} "
+        f"(e.g. --depths 2-5).",
+    )
+    _check(c.max_depth <= 10, f"max_depth {c.max_depth} is above the supported 10.")
+    _check(1 <= c.depth <= 10, f"depth must be in 1..10, got {c.depth}.")
+    for name in (
+        "epochs",
+        "num_episodes",
+        "steps_per_episode",
+        "buffer_size",
+        "reward_window",
+        "normaliser_window",
+        "replay_capacity",
+        "batch_size",
+        "target_period",
+        "eps_every",
+        "episodes_per_call",
+    ):
+        _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}.")
+    _check(c.num_walkers >= 0, "num_walkers must be >= 0 (0: one per training node).")
+    _check(c.dqn_updates_per_step >= 0, "dqn_updates_per_step must be >= 0.")
+    _check(
+        c.batch_size <= c.replay_capacity,
+        f"batch_size {c.batch_size} exceeds replay_capacity {c.replay_capacity}.",
+    )
+    _check(
+        c.transition in TRANSITIONS,
+        f"transition must be one of {TRANSITIONS}, got {c.transition!r}.",
+    )
+    _check(0.0 <= c.gamma < 1.0, f"gamma must be in [0, 1), got {c.gamma}.")
+    _check(
+        0.0 <= c.eps_end <= c.eps_start <= 1.0,
+        f"need 0 <= eps_end <= eps_start <= 1, got {c.eps_end}, {c.eps_start}.",
+    )
+    _check(0.0 < c.eps_horizon_fraction <= 1.0, "eps_horizon_fraction must be in (0, 1].")
+    _check(
+        len(c.q_hidden) >= 1 and all(h >= 1 for h in c.q_hidden),
+        f"q_hidden must be non-empty positive sizes, got {c.q_hidden}.",
+    )
+
+
+def parse_depths(text: str) -> tuple[int, int]:
+    """Parses "2-5" (or "3") into (min_depth, max_depth)."""
+    try:
+        lo, _, hi = text.partition("-")
+        lo_i, hi_i = int(lo), int(hi or lo)
+    except ValueError:
+        raise ConfigError(f"--depths must look like 2-5 or 1-5, got {text!r}.") from None
+    return lo_i, hi_i

@@ -1,0 +1,70 @@
+"""Shared fixtures. Tests never download: the loader is forced offline, and the Planetoid folder
+is found through the same variable the loader reads ($POLICY_GNN_DATA), by default the shared
+copy beside the project."""
+
+import os
+import pathlib
+import sys
+
+import jax
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("POLICY_GNN_DATA", str(ROOT.parent / "shared" / "data" / "planetoid"))
+os.environ["POLICY_GNN_OFFLINE"] = "1"
+
+from policy_gnn_jax import config as config_lib  # noqa: E402
+from policy_gnn_jax import data, graph  # noqa: E402
+
+PLANETOID_DIR = pathlib.Path(os.environ["POLICY_GNN_DATA"])
+
+
+def planetoid_available(name: str) -> bool:
+    return all((PLANETOID_DIR / f"ind.{name}.{s}").is_file() for s in data.RAW_SUFFIXES)
+
+
+@pytest.fixture
+def key():
+    return jax.random.key(0)
+
+
+@pytest.fixture(scope="session")
+def small_dataset():
+    """A 300-node generated graph with Planetoid-style splits (15 / 60 / 100)."""
+    return data.make_csbm(
+        num_nodes=300,
+        num_classes=3,
+        num_features=16,
+        homophily=0.85,
+        avg_degree=6,
+        feature_signal=1.0,
+        seed=1,
+        num_train_per_class=5,
+        num_val=60,
+        num_test=100,
+    )
+
+
+@pytest.fixture(scope="session")
+def small_graph(small_dataset):
+    return graph.from_dataset(small_dataset)
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    return config_lib.Config.tiny()
+
+
+@pytest.fixture(scope="session")
+def cora():
+    if not planetoid_available("cora"):
+        pytest.skip(f"Cora raw files not in {PLANETOID_DIR}")
+    return data.load_planetoid("cora", download=False)
+
+
+@pytest.fixture(scope="session")
+def citeseer():
+    if not planetoid_available("citeseer"):
+        pytest.skip(f"CiteSeer raw files not in {PLANETOID_DIR}")
+    return data.load_planetoid("citeseer", download=False)

@@ -1,0 +1,116 @@
+"""End to end: Policy-GNN and the fixed-depth baseline on a small generated graph.
+
+Small configs and shared compiled functions keep this file to a few compiles.
+"""
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from policy_gnn_jax import baseline, config, graph, runner, train
+
+
+@pytest.fixture(scope="module")
+def policy_setup(small_dataset, small_graph):
+    cfg = config.Config.tiny()
+    hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
+    trainer = train.make_train(cfg, small_graph, hops)
+    return cfg, hops, trainer
+
+
+def _run(trainer, keys):
+    _, metrics, results = runner.run_vmapped(
+        trainer.init,
+        trainer.train_chunk,
+        trainer.evaluate,
+        keys,
+        trainer.num_chunks,
+        progress=False,
+    )
+    return metrics, results
+
+
+def test_same_seed_is_bit_identical_and_seeds_differ(policy_setup):
+    _, _, trainer = policy_setup
+    m1, r1 = _run(trainer, runner.seed_keys(7, 3))
+    m2, r2 = _run(trainer, runner.seed_keys(7, 3))
+    chex.assert_trees_all_equal(m1, m2)
+    chex.assert_trees_all_equal(r1, r2)
+    curves = m1["val_accuracy"]
+    assert not np.array_equal(curves[0], curves[1]) and not np.array_equal(curves[1], curves[2])
+    chex.assert_tree_all_finite({k: v for k, v in m1.items() if k != "td_loss"})
+
+
+def test_scan_body_compiles_once(policy_setup):
+    _, _, trainer = policy_setup
+    chunk = jax.jit(chex.assert_max_traces(trainer.train_chunk, n=1))
+    state = trainer.init(jax.random.key(0))
+    state, _ = chunk(state)
+    state, _ = chunk(state)  # a retrace here (e.g. a weak-typed leaf) fails the assertion
+    chex.clear_trace_counter()
+
+
+def test_test_labels_are_read_only_at_the_end(small_dataset, policy_setup):
+    cfg, hops, trainer = policy_setup
+    g = graph.from_dataset(small_dataset)
+    rng = np.random.default_rng(0)
+    labels = np.asarray(g.labels).copy()
+    labels[small_dataset.test_index] = rng.permutation(labels[small_dataset.test_index])
+    labels[small_dataset.test_index] = (labels[small_dataset.test_index] + 1) % 3
+    g_perm = g.replace(labels=jnp.asarray(labels))
+    keys = runner.seed_keys(3, 2)
+    m_a, r_a = _run(trainer, keys)
+    m_b, r_b = _run(train.make_train(cfg, g_perm, hops), keys)
+    chex.assert_trees_all_equal(m_a, m_b)  # training never saw the test labels
+    chex.assert_trees_all_equal(r_a["val_accuracy"], r_b["val_accuracy"])
+    assert not np.array_equal(r_a["test_accuracy"], r_b["test_accuracy"])
+
+
+def test_policy_gnn_learns_and_reports(policy_setup, small_dataset):
+    cfg, hops, _ = policy_setup
+    cfg = dataclasses.replace(cfg, num_episodes=20, episodes_per_call=10)
+    trainer = train.make_train(cfg, graph.from_dataset(small_dataset), hops)
+    metrics, results = _run(trainer, runner.seed_keys(0, 2))
+    chex.assert_shape(metrics["val_accuracy"], (2, 20))
+    assert metrics["gcn_trained"].mean() > 0  # buffers fill and the GCN trains
+    assert np.all(results["test_depth_counts"].sum(1) == len(small_dataset.test_index))
+    assert np.all(results["val_accuracy"] >= metrics["val_accuracy"].max(1) - 1e-6)
+    assert results["test_accuracy"].mean() > 0.55  # 3 classes: chance is about 0.33
+
+
+def test_walk_transition_and_random_policy_run(policy_setup, small_dataset):
+    cfg, hops, _ = policy_setup
+    cfg = dataclasses.replace(cfg, transition="walk", random_policy=True, num_episodes=2)
+    trainer = train.make_train(cfg, graph.from_dataset(small_dataset), hops)
+    metrics, results = _run(trainer, runner.seed_keys(0, 1))
+    np.testing.assert_allclose(metrics["epsilon"], 1.0)
+    assert results["test_depth_counts"].min() > 0  # random depths use every action
+
+
+def test_baseline_learns_deterministically(small_graph):
+    cfg = config.Config.tiny(depth=2, epochs=40)
+    b = baseline.make_baseline(cfg, small_graph, epochs_per_chunk=20)
+    keys = runner.seed_keys(0, 3)
+    _, m1, r1 = runner.run_vmapped(
+        b.init, b.train_chunk, b.evaluate, keys, b.num_chunks, progress=False
+    )
+    _, m2, r2 = runner.run_vmapped(
+        b.init, b.train_chunk, b.evaluate, keys, b.num_chunks, progress=False
+    )
+    chex.assert_trees_all_equal(r1, r2)
+    assert not np.array_equal(m1["loss"][0], m1["loss"][1])
+    assert m1["loss"][:, -1].mean() < m1["loss"][:, 0].mean()
+    assert np.all(r1["test_accuracy"] > 0.6)
+    chunk = jax.jit(chex.assert_max_traces(b.train_chunk, n=1))
+    state, _ = chunk(b.init(keys[0]))
+    chunk(state)
+    chex.clear_trace_counter()
+
+
+def test_nan_metrics_are_reported_clearly():
+    with pytest.raises(FloatingPointError, match="NaN/inf in training metric 'loss'"):
+        runner._check_finite({"loss": np.array([[0.1, np.nan]])})
