@@ -122,3 +122,14 @@ def test_normalised_adjacency_weights():
     # degrees with self-loops: 2, 2, 1
     got = {(int(a), int(b)): float(x) for a, b, x in zip(s, r, w)}
     assert got == pytest.approx({(0, 0): 0.5, (1, 0): 0.5, (0, 1): 0.5, (1, 1): 0.5, (2, 2): 1.0})
+
+
+def test_weight_decay_only_on_first_layer():
+    params = {"params": {"w_1": jnp.ones((2, 2)), "w_2": jnp.ones((2, 2)),
+                         "w_out": jnp.ones((2, 1))}}
+    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
+    zero_grads = jax.tree.map(jnp.zeros_like, params)
+    updates, _ = tx.update(zero_grads, tx.init(params), params)
+    assert np.all(np.asarray(updates["params"]["w_1"]) < 0)  # decay pulls w_1 towards 0
+    np.testing.assert_array_equal(updates["params"]["w_2"], 0.0)
+    np.testing.assert_array_equal(updates["params"]["w_out"], 0.0)
