@@ -74,20 +74,31 @@ def main() -> None:
     n = ds.num_nodes
     adj = jsparse.BCSR.from_scipy_sparse(
         __import__("scipy.sparse").sparse.csr_matrix(
-            (np.asarray(g.weights), (np.asarray(g.receivers), np.asarray(g.senders))), (n, n)))
+            (np.asarray(g.weights), (np.asarray(g.receivers), np.asarray(g.senders))), (n, n)
+        )
+    )
     x_bcsr = jsparse.BCSR.from_scipy_sparse(ds.features)
     key = jax.random.key(0)
-    shapes = [(ds.num_features, args.hidden)] + [(args.hidden, args.hidden)] * 4 + [
-        (args.hidden, ds.num_classes)]
+    shapes = (
+        [(ds.num_features, args.hidden)]
+        + [(args.hidden, args.hidden)] * 4
+        + [(args.hidden, ds.num_classes)]
+    )
     params = [0.1 * jax.random.normal(jax.random.fold_in(key, i), s) for i, s in enumerate(shapes)]
     print(ds.summary())
     print(f"forward+backward of the loss, hidden {args.hidden}, median of {args.repeats} (ms)")
-    variants = [("sparse", "custom_vjp"), ("sparse", "segment_sum"), ("sparse", "bcsr"),
-                ("dense", "custom_vjp"), ("bcsr", "custom_vjp")]
+    variants = [
+        ("sparse", "custom_vjp"),
+        ("sparse", "segment_sum"),
+        ("sparse", "bcsr"),
+        ("dense", "custom_vjp"),
+        ("bcsr", "custom_vjp"),
+    ]
     for depth in (1, 2, 5):
         ps = params[:depth] + params[-1:]
-        times = {v: median_ms(make_loss(g, adj, x_bcsr, *v, depth), ps, args.repeats)
-                 for v in variants}
+        times = {
+            v: median_ms(make_loss(g, adj, x_bcsr, *v, depth), ps, args.repeats) for v in variants
+        }
         ref = times[variants[0]]
         row = "  ".join(f"{a}+{b}: {t:6.2f} ({t / ref:4.2f}x)" for (a, b), t in times.items())
         print(f"depth {depth}: {row}")

@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-download", action="store_true", help="never download missing files")
     p.add_argument("--csbm-nodes", type=int, default=3000, help="csbm: number of nodes")
     p.add_argument("--csbm-homophily", type=float, default=0.8, help="csbm: homophily")
-    p.add_argument("--csbm-seed", type=int, default=0, help="csbm: graph seed")
+    p.add_argument("--csbm-seed", type=int, default=0, help="csbm / planted: graph seed")
     p.add_argument("--out", default=None, help="output folder (default: a new one under results/)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
@@ -81,15 +81,7 @@ def main(argv=None) -> int:
             args.dataset,
             data_dir=args.data_dir,
             download=not args.no_download,
-            **(
-                {
-                    "num_nodes": args.csbm_nodes,
-                    "homophily": args.csbm_homophily,
-                    "seed": args.csbm_seed,
-                }
-                if args.dataset == "csbm"
-                else {}
-            ),
+            **_generator_args(args),
         )
         print(ds.summary(), flush=True)
         record = experiment.run(
@@ -103,6 +95,18 @@ def main(argv=None) -> int:
     print(f"results: {path}")
     print(experiment.summary_line(record))
     return 0
+
+
+def _generator_args(args) -> dict:
+    if args.dataset == "csbm":
+        return {
+            "num_nodes": args.csbm_nodes,
+            "homophily": args.csbm_homophily,
+            "seed": args.csbm_seed,
+        }
+    if args.dataset == "planted":
+        return {"seed": args.csbm_seed}
+    return {}
 
 
 def _default_out(args) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
-DATASET_NAMES = (*PLANETOID_NAMES, "csbm")
+DATASET_NAMES = (*PLANETOID_NAMES, "csbm", "planted")
 RAW_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 
 # The canonical public location, the one PyTorch Geometric's Planetoid loader downloads from.
@@ -442,11 +442,92 @@ def _planetoid_style_split(rng, labels, num_classes, per_class, num_val, num_tes
     )
 
 
+def make_planted_depth(
+    num_units: int = 600,
+    num_classes: int = 3,
+    hub_size: int = 8,
+    signal: float = 2.0,
+    hub_signal: float = 20.0,
+    noise: float = 0.5,
+    seed: int = 0,
+    num_train: int = 120,
+    num_val: int = 200,
+) -> Dataset:
+    """A graph where the best depth of every target node is known by construction.
+
+    Each unit is a path `v - u1 - u2` with `hub_size` strong-signal hub leaves. Only the `v`
+    nodes are targets (train/val/test); the others are in no split.
+    - A *shallow* unit: `v` carries its class signal; the hub hangs off `u1` (two hops from v)
+      and carries ANOTHER class's signal. Depth 1 sees v's own signal; from depth 2 the hub's
+      wrong signal floods in. Best depth: 1.
+    - A *deep* unit: `v`, u1, u2 carry no signal; the hub hangs off `u2` (three hops) and
+      carries v's class. Depths 1-2 see nothing; from depth 3 the right signal arrives. Best
+      depths: 3 and more.
+    Feature 0 marks deep targets, so a policy that reads features can tell the two apart. A fixed
+    depth gets about half the targets right plus chance on the rest; the right per-node depth
+    gets nearly all of them.
+
+    Returns:
+      The Dataset; `planted_deep_nodes(ds)` tells which targets are deep.
+    """
+    rng = np.random.default_rng(seed)
+    num_features = num_classes + 1
+    unit_nodes = 3 + hub_size  # v, u1, u2, hub leaves
+    n = num_units * unit_nodes
+    labels = np.zeros(n, np.int32)
+    features = rng.normal(0.0, noise, (n, num_features))
+    features[:, 0] = 0.0
+    senders, receivers = [], []
+    shallow = rng.random(num_units) < 0.5
+    target_class = rng.integers(0, num_classes, num_units)
+    for i in range(num_units):
+        v, u1, u2 = (i * unit_nodes + k for k in range(3))
+        leaves = np.arange(u2 + 1, (i + 1) * unit_nodes)
+        y = target_class[i]
+        hub_class = (y + rng.integers(1, num_classes)) % num_classes if shallow[i] else y
+        labels[[v, u1, u2]] = y
+        labels[leaves] = hub_class
+        if shallow[i]:
+            features[v, 1 + y] += signal
+        else:
+            features[v, 0] = 1.0
+        features[leaves, 1 + hub_class] += hub_signal
+        # Shallow: wrong-class hub two hops from v; deep: right-class hub three hops from v.
+        centre = u1 if shallow[i] else u2
+        senders += [v, u1, *([centre] * hub_size)]
+        receivers += [u1, u2, *leaves]
+    edges = symmetric_edges(np.array(senders), np.array(receivers), n)
+    targets = np.arange(num_units) * unit_nodes
+    order = rng.permutation(num_units)
+    train = np.sort(targets[order[:num_train]])
+    val = np.sort(targets[order[num_train : num_train + num_val]])
+    test = np.sort(targets[order[num_train + num_val :]])
+    ds = Dataset(
+        name="planted",
+        features=sp.csr_matrix(features.astype(np.float32)),
+        labels=labels,
+        edges=edges,
+        train_index=train.astype(np.int32),
+        val_index=val.astype(np.int32),
+        test_index=test.astype(np.int32),
+        num_classes=num_classes,
+    )
+    return ds
+
+
+def planted_deep_nodes(ds: Dataset) -> np.ndarray:
+    """[N] bool: the deep targets of `make_planted_depth` (feature 0 marks them)."""
+    return ds.features[:, 0].toarray().ravel() == 1.0
+
+
 def load_dataset(name: str, data_dir=None, download: bool = True, **csbm_kwargs) -> Dataset:
-    """Loads a Planetoid dataset or generates `csbm`. Raises DataError for an unknown name."""
+    """Loads a Planetoid dataset or generates `csbm` / `planted` (keyword arguments go to the
+    generator). Raises DataError for an unknown name."""
     name = name.lower()
     if name == "csbm":
         return make_csbm(**csbm_kwargs)
+    if name == "planted":
+        return make_planted_depth(**csbm_kwargs)
     if name in PLANETOID_NAMES:
         return load_planetoid(name, data_dir=data_dir, download=download)
     raise DataError(f"Unknown dataset {name!r}: choose one of {DATASET_NAMES}.")

@@ -138,5 +138,6 @@ def make_optimizer(lr: float, weight_decay: float) -> optax.GradientTransformati
             lambda path, _: any(getattr(k, "key", None) == "w_1" for k in path), params
         )
 
-    return optax.chain(optax.add_decayed_weights(weight_decay, mask=first_layer_only),
-                       optax.adam(lr))
+    return optax.chain(
+        optax.add_decayed_weights(weight_decay, mask=first_layer_only), optax.adam(lr)
+    )

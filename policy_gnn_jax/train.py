@@ -173,6 +173,7 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
             "test_accuracy": gcn.accuracy(logits, test_labels),
             "val_accuracy": best.val_accuracy,
             "best_step": best.step,
+            "test_depths": depths,
             "test_depth_counts": jnp.bincount(depths - config.min_depth, length=config.num_actions),
         }
 

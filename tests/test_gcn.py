@@ -125,8 +125,9 @@ def test_normalised_adjacency_weights():
 
 
 def test_weight_decay_only_on_first_layer():
-    params = {"params": {"w_1": jnp.ones((2, 2)), "w_2": jnp.ones((2, 2)),
-                         "w_out": jnp.ones((2, 1))}}
+    params = {
+        "params": {"w_1": jnp.ones((2, 2)), "w_2": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}
+    }
     tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
     zero_grads = jax.tree.map(jnp.zeros_like, params)
     updates, _ = tx.update(zero_grads, tx.init(params), params)
