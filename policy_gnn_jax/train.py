@@ -129,6 +129,11 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
             rs.best, out.val_accuracy, env_state.gcn_params, rs.dqn.params, mean, std, rs.step
         )
         metrics = {
+            **(
+                audit_metrics(k_val, env_state.gcn_params, rs.dqn.params, mean, std)
+                if config.audit
+                else {}
+            ),
             "val_accuracy": out.val_accuracy,
             "reward": out.reward,
             "td_loss": td,
@@ -147,6 +152,16 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         )
         return rs, metrics
 
+    def audit_metrics(key, gcn_params, q_params, mean, std):
+        """The released code's test metric at this step: macro accuracy over depth groups."""
+        depths = policy_depths(key, q_params, mean, std, g.test_index)
+        return {"audit_macro_test_accuracy": macro_accuracy(gcn_params, depths)}
+
+    def macro_accuracy(gcn_params, depths):
+        logits_all = environment.model.apply(gcn_params, g, train=False)[:, g.test_index]
+        correct = jnp.argmax(gcn.select_depth(logits_all, depths), -1) == g.labels[g.test_index]
+        return macro_accuracy_over_depths(correct, depths, config.min_depth, config.max_depth)
+
     def episode(rs: RunnerState, _):
         key, k_reset = jax.random.split(rs.key)
         rs = rs.replace(env=environment.reset(k_reset, rs.env), key=key)
@@ -156,6 +171,8 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
             for name, v in metrics.items()
         }
         summary["val_accuracy_last"] = metrics["val_accuracy"][-1]
+        if config.audit:
+            summary["audit_macro_test_accuracy_max"] = metrics["audit_macro_test_accuracy"].max()
         return rs, summary
 
     def train_chunk(rs: RunnerState):
@@ -169,7 +186,9 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         logits_all = environment.model.apply(best.gcn_params, g, train=False)
         logits = gcn.select_depth(logits_all[:, g.test_index], depths)
         test_labels = g.labels[g.test_index]
+        audit = {"audit_macro_test_accuracy": macro_accuracy(best.gcn_params, depths)}
         return {
+            **(audit if config.audit else {}),
             "test_accuracy": gcn.accuracy(logits, test_labels),
             "val_accuracy": best.val_accuracy,
             "best_step": best.step,
@@ -178,6 +197,15 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         }
 
     return Trainer(init, train_chunk, evaluate, num_chunks)
+
+
+def macro_accuracy_over_depths(correct, depths, min_depth: int, max_depth: int) -> jax.Array:
+    """Unweighted mean over the non-empty depth groups of each group's accuracy (the released
+    code's test metric, ALGORITHM.md section 6). correct: [T] bool; depths: [T]."""
+    group = depths[None, :] == jnp.arange(min_depth, max_depth + 1)[:, None]
+    size = group.sum(1)
+    group_acc = jnp.sum(group & correct[None, :], 1) / jnp.maximum(size, 1)
+    return jnp.sum(jnp.where(size > 0, group_acc, 0.0)) / jnp.maximum((size > 0).sum(), 1)
 
 
 def _keep_best(best: Snapshot, acc, gcn_params, q_params, mean, std, step) -> Snapshot:

@@ -1,7 +1,6 @@
 """On a graph where the best depth of each node is planted, the learned policy must beat the
 random policy."""
 
-
 import numpy as np
 import pytest
 

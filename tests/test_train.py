@@ -114,3 +114,26 @@ def test_baseline_learns_deterministically(small_graph):
 def test_nan_metrics_are_reported_clearly():
     with pytest.raises(FloatingPointError, match="NaN/inf in training metric 'loss'"):
         runner._check_finite({"loss": np.array([[0.1, np.nan]])})
+
+
+def test_macro_accuracy_hand_worked():
+    # depth 2: 3 nodes, 1 correct; depth 3: 1 node, correct; depth 4: empty.
+    correct = jnp.array([True, False, False, True])
+    depths = jnp.array([2, 2, 2, 3])
+    got = train.macro_accuracy_over_depths(correct, depths, 2, 4)
+    np.testing.assert_allclose(got, (1 / 3 + 1.0) / 2)  # micro accuracy would be 0.5
+
+
+def test_audit_leaves_the_honest_run_unchanged(policy_setup, small_dataset):
+    cfg, hops, trainer = policy_setup
+    keys = runner.seed_keys(5, 2)
+    m_plain, r_plain = _run(trainer, keys)
+    audited = train.make_train(
+        dataclasses.replace(cfg, audit=True), graph.from_dataset(small_dataset), hops
+    )
+    m_audit, r_audit = _run(audited, keys)
+    chex.assert_trees_all_equal(m_plain, {k: m_audit[k] for k in m_plain})
+    chex.assert_trees_all_equal(r_plain, {k: r_audit[k] for k in r_plain})
+    best_of_run = m_audit["audit_macro_test_accuracy_max"].max(1)
+    assert np.all((best_of_run >= 0) & (best_of_run <= 1))
+    assert np.all(best_of_run >= r_audit["audit_macro_test_accuracy"] - 1e-6)
