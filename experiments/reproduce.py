@@ -182,13 +182,8 @@ def fig1(args) -> None:
     grid = []
     for depth in range(1, 6):
         b = baseline.make_baseline(config_lib.Config.paper(depth=depth), g)
-        _, _, res = runner.run_vmapped(
-            b.init,
-            b.train_chunk,
-            b.evaluate,
-            runner.seed_keys(0, args.seeds),
-            b.num_chunks,
-            desc=f"fig1 depth {depth}",
+        _, _, res = runner.run_trainer(
+            b, runner.seed_keys(0, args.seeds), desc=f"fig1 depth {depth}"
         )
         grid.append(res["test_correct"][:, picked].mean(0))
         print(f"depth {depth}: mean test accuracy {res['test_accuracy'].mean():.3f}")

@@ -71,7 +71,7 @@ class Dataset:
       name: dataset name.
       features: [N, F] float32 features (row-normalised for Planetoid), scipy CSR.
       labels: [N] int32 class ids; -1 where a node has no label (CiteSeer's missing test ids).
-      edges: [2, E] int32 directed edges (sender, receiver), symmetric, no self-loops, no duplicates.
+      edges: [2, E] int32 directed edges (sender, receiver), symmetric, no self-loops or duplicates.
       train_index, val_index, test_index: int32 node ids of each split, sorted.
       num_classes: C.
     """

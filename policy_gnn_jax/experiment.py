@@ -61,30 +61,12 @@ def run(
     start = time.perf_counter()
     if method == "gcn":
         trainer = baseline.make_baseline(config, g)
-        _, metrics, results = runner.run_vmapped(
-            trainer.init,
-            trainer.train_chunk,
-            trainer.evaluate,
-            keys,
-            trainer.num_chunks,
-            desc=f"gcn depth {config.depth} on {ds.name}",
-            unit="chunk",
-            progress=progress,
-        )
+        desc = f"gcn depth {config.depth} on {ds.name}"
     else:
         config = dataclasses.replace(config, random_policy=(method == "random"))
-        hops = graph.train_hop_distances(ds, config.max_depth)
-        trainer = train.make_train(config, g, hops)
-        _, metrics, results = runner.run_vmapped(
-            trainer.init,
-            trainer.train_chunk,
-            trainer.evaluate,
-            keys,
-            trainer.num_chunks,
-            desc=f"{method} on {ds.name}",
-            unit="chunk",
-            progress=progress,
-        )
+        trainer = train.make_train(config, g, graph.train_hop_distances(ds, config.max_depth))
+        desc = f"{method} on {ds.name}"
+    _, metrics, results = runner.run_trainer(trainer, keys, desc=desc, progress=progress)
     wall = time.perf_counter() - start
     record = {
         "dataset": ds.name,

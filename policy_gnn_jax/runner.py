@@ -33,7 +33,7 @@ def run_vmapped(
       desc, unit, progress: the progress bar.
 
     Returns:
-      (final state, metrics as numpy [S, T, ...] concatenated over chunks, evaluate's dict as numpy).
+      (final state, metrics as numpy [S, T, ...] over all chunks, evaluate's dict as numpy).
     """
     init_v = jax.jit(jax.vmap(init))
     chunk_v = jax.jit(jax.vmap(train_chunk), donate_argnums=0)
@@ -47,6 +47,13 @@ def run_vmapped(
     _check_finite(metrics)
     results = jax.tree.map(np.asarray, eval_v(state))
     return state, metrics, results
+
+
+def run_trainer(trainer, keys: jax.Array, **kwargs):
+    """`run_vmapped` for any trainer with init / train_chunk / evaluate / num_chunks fields."""
+    return run_vmapped(
+        trainer.init, trainer.train_chunk, trainer.evaluate, keys, trainer.num_chunks, **kwargs
+    )
 
 
 def _check_finite(metrics) -> None:

@@ -179,7 +179,7 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         return jax.lax.scan(episode, rs, length=config.episodes_per_call)
 
     def evaluate(rs: RunnerState) -> dict:
-        """The honest protocol: the snapshot's greedy depths on test nodes; test labels read here."""
+        """The honest protocol: the snapshot's greedy depths on test nodes. Reads test labels."""
         best = rs.best
         k_test = jax.random.fold_in(rs.key, 1)
         depths = policy_depths(k_test, best.q_params, best.mean, best.std, g.test_index)

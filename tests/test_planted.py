@@ -30,9 +30,7 @@ def _run(ds, g, hops, random_policy):
         random_policy=random_policy,
     )
     t = train.make_train(cfg, g, hops)
-    _, _, results = runner.run_vmapped(
-        t.init, t.train_chunk, t.evaluate, runner.seed_keys(0, 2), t.num_chunks, progress=False
-    )
+    _, _, results = runner.run_trainer(t, runner.seed_keys(0, 2), progress=False)
     return results
 
 

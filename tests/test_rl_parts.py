@@ -1,4 +1,4 @@
-"""Replay memory, action buffers, state normaliser and the DQN pieces, against hand-worked values."""
+"""Replay memory, action buffers, state normaliser and DQN pieces, against hand-worked values."""
 
 import chex
 import jax

@@ -23,12 +23,9 @@ def policy_setup(small_dataset, small_graph):
 
 
 def _run(trainer, keys):
-    _, metrics, results = runner.run_vmapped(
-        trainer.init,
-        trainer.train_chunk,
-        trainer.evaluate,
+    _, metrics, results = runner.run_trainer(
+        trainer,
         keys,
-        trainer.num_chunks,
         progress=False,
     )
     return metrics, results
@@ -95,12 +92,8 @@ def test_baseline_learns_deterministically(small_graph):
     cfg = config.Config.tiny(depth=2, epochs=40)
     b = baseline.make_baseline(cfg, small_graph, epochs_per_chunk=20)
     keys = runner.seed_keys(0, 3)
-    _, m1, r1 = runner.run_vmapped(
-        b.init, b.train_chunk, b.evaluate, keys, b.num_chunks, progress=False
-    )
-    _, m2, r2 = runner.run_vmapped(
-        b.init, b.train_chunk, b.evaluate, keys, b.num_chunks, progress=False
-    )
+    _, m1, r1 = runner.run_trainer(b, keys, progress=False)
+    _, m2, r2 = runner.run_trainer(b, keys, progress=False)
     chex.assert_trees_all_equal(r1, r2)
     assert not np.array_equal(m1["loss"][0], m1["loss"][1])
     assert m1["loss"][:, -1].mean() < m1["loss"][:, 0].mean()
