@@ -139,29 +139,34 @@ def figures(args) -> None:
     }
     if not records:
         raise SystemExit(f"no Policy-GNN runs under {out}: run `reproduce.py table` first")
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, ax = plt.subplots(figsize=(6, 3.6))
     width = 0.8 / len(records)
     for i, (name, r) in enumerate(records.items()):
-        share = np.array(r["test_depth_distribution"]["per_seed"])
+        share = np.array(r["test_depth_distribution"]["per_seed"])  # [S, A]
         x = np.array(r["depths"]) + (i - (len(records) - 1) / 2) * width
-        ax.bar(x, share.mean(0), width, yerr=share.std(0), capsize=2, label=name)
+        ax.bar(x, share.mean(0), width, alpha=0.7, label=f"{name} (mean)")
+        jitter = np.linspace(-0.25, 0.25, share.shape[0]) * width
+        ax.scatter((x[None, :] + jitter[:, None]).ravel(), share.ravel(), s=8, color="k",
+                   zorder=3, label="one seed" if i == 0 else None)
+    ax.set_ylim(0, 1)
+    ax.set_xticks(next(iter(records.values()))["depths"])
     ax.set_xlabel("depth (number of GCN layers)")
     ax.set_ylabel("share of test nodes")
-    ax.set_title("Depths the selected policy assigns (mean ± std over seeds)")
-    ax.legend()
+    ax.set_title("Depth the selected policy assigns to test nodes", fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "fig3_depths.png", dpi=120)
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, ax = plt.subplots(figsize=(6, 3.6))
     for name, r in records.items():
         curves = np.array(r["val_accuracy_curve"]["per_seed"])
         episodes = np.arange(1, curves.shape[1] + 1)
         mean, std = curves.mean(0), curves.std(0)
-        ax.plot(episodes, mean, label=name)
-        ax.fill_between(episodes, mean - std, mean + std, alpha=0.25)
+        ax.plot(episodes, mean, label=f"{name} (mean over seeds)")
+        ax.fill_between(episodes, mean - std, mean + std, alpha=0.25, label=f"{name} ± std")
     ax.set_xlabel("episode")
-    ax.set_ylabel("validation accuracy (mean over the episode's steps)")
-    ax.set_title("Policy-GNN validation accuracy (mean ± std over seeds)")
-    ax.legend()
+    ax.set_ylabel("validation accuracy")
+    ax.set_title("Policy-GNN validation accuracy per episode (mean of its steps)", fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "fig4_val_curves.png", dpi=120)
     print(f"wrote {out / 'fig3_depths.png'} and {out / 'fig4_val_curves.png'}")

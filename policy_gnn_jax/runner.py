@@ -40,7 +40,10 @@ def run_vmapped(
     eval_v = jax.jit(jax.vmap(evaluate))
     state = init_v(keys)
     chunks = []
-    for _ in tqdm(range(num_chunks), desc=desc, unit=unit, disable=not progress, leave=False):
+    # disable=None: tqdm turns itself off when stderr is not a terminal (logs stay readable).
+    bar = tqdm(range(num_chunks), desc=desc, unit=unit, leave=False,
+               disable=None if progress else True)
+    for _ in bar:
         state, metrics = chunk_v(state)
         chunks.append(jax.tree.map(np.asarray, metrics))
     metrics = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
