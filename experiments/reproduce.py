@@ -146,8 +146,14 @@ def figures(args) -> None:
         x = np.array(r["depths"]) + (i - (len(records) - 1) / 2) * width
         ax.bar(x, share.mean(0), width, alpha=0.7, label=f"{name} (mean)")
         jitter = np.linspace(-0.25, 0.25, share.shape[0]) * width
-        ax.scatter((x[None, :] + jitter[:, None]).ravel(), share.ravel(), s=8, color="k",
-                   zorder=3, label="one seed" if i == 0 else None)
+        ax.scatter(
+            (x[None, :] + jitter[:, None]).ravel(),
+            share.ravel(),
+            s=8,
+            color="k",
+            zorder=3,
+            label="one seed" if i == 0 else None,
+        )
     ax.set_ylim(0, 1)
     ax.set_xticks(next(iter(records.values()))["depths"])
     ax.set_xlabel("depth (number of GCN layers)")

@@ -41,8 +41,9 @@ def run_vmapped(
     state = init_v(keys)
     chunks = []
     # disable=None: tqdm turns itself off when stderr is not a terminal (logs stay readable).
-    bar = tqdm(range(num_chunks), desc=desc, unit=unit, leave=False,
-               disable=None if progress else True)
+    bar = tqdm(
+        range(num_chunks), desc=desc, unit=unit, leave=False, disable=None if progress else True
+    )
     for _ in bar:
         state, metrics = chunk_v(state)
         chunks.append(jax.tree.map(np.asarray, metrics))

@@ -103,11 +103,13 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
             )
             ready = replay.can_sample(memory, config.batch_size)
             state = jax.tree.map(lambda a, b: jnp.where(ready, a, b), new, state)
-            return state, jnp.where(ready, loss, jnp.nan)
+            return state, (jnp.where(ready, loss, 0.0), ready)
 
         keys = jax.random.split(key, config.dqn_updates_per_step)
-        dqn_state, losses = jax.lax.scan(one_update, dqn_state, keys)
-        return dqn_state, jnp.nanmean(losses) if config.dqn_updates_per_step else jnp.nan
+        dqn_state, (losses, done) = jax.lax.scan(one_update, dqn_state, keys)
+        # Mean over the updates that happened; 0 with `dqn_updates` 0 when none did. (NaN is kept
+        # for real divergence, which the runner reports.)
+        return dqn_state, jnp.sum(losses) / jnp.maximum(done.sum(), 1), done.sum()
 
     def mdp_step(rs: RunnerState, _):
         key, k_act, k_val, k_env, k_dqn = jax.random.split(rs.key, 5)
@@ -124,7 +126,7 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
                 nodes, actions, jnp.broadcast_to(out.reward, nodes.shape), env_state.nodes
             ),
         )
-        dqn_state, td = dqn_updates(k_dqn, rs.dqn, memory, mean, std)
+        dqn_state, td, num_updates = dqn_updates(k_dqn, rs.dqn, memory, mean, std)
         best = _keep_best(
             rs.best, out.val_accuracy, env_state.gcn_params, rs.dqn.params, mean, std, rs.step
         )
@@ -137,6 +139,7 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
             "val_accuracy": out.val_accuracy,
             "reward": out.reward,
             "td_loss": td,
+            "dqn_updates": num_updates,
             "epsilon": epsilon(rs.step),
             "gcn_trained": out.gcn_trained,
             "action_counts": jnp.bincount(actions, length=config.num_actions),
@@ -166,10 +169,13 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         key, k_reset = jax.random.split(rs.key)
         rs = rs.replace(env=environment.reset(k_reset, rs.env), key=key)
         rs, metrics = jax.lax.scan(mdp_step, rs, length=config.steps_per_episode)
-        summary = {
-            name: jnp.nanmean(v, axis=0) if name != "action_counts" else v.sum(0)
-            for name, v in metrics.items()
-        }
+        summary = {name: jnp.mean(v, axis=0) for name, v in metrics.items()}
+        summary["action_counts"] = metrics["action_counts"].sum(0)
+        summary["dqn_updates"] = metrics["dqn_updates"].sum(0)
+        updated = metrics["dqn_updates"] > 0
+        summary["td_loss"] = jnp.sum(jnp.where(updated, metrics["td_loss"], 0.0)) / jnp.maximum(
+            updated.sum(), 1
+        )
         summary["val_accuracy_last"] = metrics["val_accuracy"][-1]
         if config.audit:
             summary["audit_macro_test_accuracy_max"] = metrics["audit_macro_test_accuracy"].max()
