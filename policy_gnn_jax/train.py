@@ -169,7 +169,8 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         key, k_reset = jax.random.split(rs.key)
         rs = rs.replace(env=environment.reset(k_reset, rs.env), key=key)
         rs, metrics = jax.lax.scan(mdp_step, rs, length=config.steps_per_episode)
-        summary = {name: jnp.mean(v, axis=0) for name, v in metrics.items()}
+        # nanmean (nothing here is NaN by design) keeps earlier runs' curves bit-identical.
+        summary = {name: jnp.nanmean(v, axis=0) for name, v in metrics.items()}
         summary["action_counts"] = metrics["action_counts"].sum(0)
         summary["dqn_updates"] = metrics["dqn_updates"].sum(0)
         updated = metrics["dqn_updates"] > 0
