@@ -208,7 +208,7 @@ def _unpickle(path: pathlib.Path):
         return pickle.load(f, encoding="latin1")  # written by Python 2
 
 
-def _read_raw(name: str, paths: dict[str, pathlib.Path]):
+def _read_raw(paths: dict[str, pathlib.Path]):
     raw = {s: _unpickle(paths[s]) for s in RAW_SUFFIXES if s != "test.index"}
     test_ids = np.loadtxt(paths["test.index"], dtype=np.int64).reshape(-1)
     return raw, test_ids
@@ -317,7 +317,7 @@ def load_planetoid(
         for s in RAW_SUFFIXES
     }
     try:
-        raw, test_ids = _read_raw(name, paths)
+        raw, test_ids = _read_raw(paths)
         return _assemble_planetoid(name, raw, test_ids)
     except DataError:
         raise

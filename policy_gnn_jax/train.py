@@ -177,7 +177,6 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         summary["td_loss"] = jnp.sum(jnp.where(updated, metrics["td_loss"], 0.0)) / jnp.maximum(
             updated.sum(), 1
         )
-        summary["val_accuracy_last"] = metrics["val_accuracy"][-1]
         if config.audit:
             summary["audit_macro_test_accuracy_max"] = metrics["audit_macro_test_accuracy"].max()
         return rs, summary
