@@ -53,11 +53,11 @@ class Config:
     eps_end: float = 0.1
     eps_every: int = 10
     eps_horizon_fraction: float = 0.5
-    random_policy: bool = False
+    random_policy: bool = False  # the random-policy baseline: epsilon 1, random eval depths
     # The reference-protocol audit (ALGORITHM.md section 6): also measure the released code's
     # test metric at every step. Reads test labels during training, so it is opt-in and never a
     # headline; it consumes no randomness, so the honest results are unchanged by it.
-    audit: bool = False  # the random-policy baseline: epsilon 1, random eval depths
+    audit: bool = False
     # Progress reporting: the jitted loop returns to Python every `episodes_per_call` episodes.
     episodes_per_call: int = 10
 

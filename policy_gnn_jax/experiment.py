@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import json
+import os
 import pathlib
 import platform
 import time
@@ -27,6 +28,10 @@ def package_versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     versions["jax_backend"] = jax.default_backend()
+    versions["device"] = jax.devices()[0].device_kind
+    # On GPU, XLA's scatter-adds are not bit-reproducible unless XLA_FLAGS asks for deterministic
+    # ops (README, "Reproducibility"), so the flags are part of what makes a run repeatable.
+    versions["xla_flags"] = os.environ.get("XLA_FLAGS")
     return versions
 
 

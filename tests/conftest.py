@@ -4,10 +4,14 @@ copy beside the project."""
 
 import os
 import pathlib
+import pickle
+import shutil
 import sys
 
 import jax
+import numpy as np
 import pytest
+import scipy.sparse as sp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -68,3 +72,25 @@ def citeseer():
     if not planetoid_available("citeseer"):
         pytest.skip(f"CiteSeer raw files not in {PLANETOID_DIR}")
     return data.load_planetoid("citeseer", download=False)
+
+
+@pytest.fixture(scope="session")
+def pubmed_stand_in(tmp_path_factory):
+    """A folder with the seven real PubMed files plus a generated `ind.pubmed.allx` (the real x as
+    its first 60 rows, random sparse rows after), and that file's SHA-256. Only allx is missing
+    here, so everything else PubMed's path does is real."""
+    names = [f"ind.pubmed.{s}" for s in data.RAW_SUFFIXES if s != "allx"]
+    if not all((PLANETOID_DIR / n).exists() for n in names):
+        pytest.skip(f"the seven PubMed raw files are not in {PLANETOID_DIR}")
+    folder = tmp_path_factory.mktemp("pubmed")
+    for n in names:
+        shutil.copy(PLANETOID_DIR / n, folder / n)
+    with open(PLANETOID_DIR / "ind.pubmed.x", "rb") as f:
+        x = sp.csr_matrix(pickle.load(f, encoding="latin1"))
+    rng = np.random.default_rng(0)
+    rest = sp.random(
+        18717 - 60, 500, density=0.05, format="csr", random_state=rng, dtype=np.float32
+    )
+    with open(folder / "ind.pubmed.allx", "wb") as f:
+        pickle.dump(sp.vstack([x, rest]).tocsr(), f)
+    return folder, data.sha256_of(folder / "ind.pubmed.allx")

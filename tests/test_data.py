@@ -104,25 +104,13 @@ def test_pubmed_missing_allx_is_a_clear_error():
         data.load_planetoid("pubmed", download=False)
 
 
-def test_pubmed_loads_with_a_stand_in_allx(tmp_path):
+def test_pubmed_loads_with_a_stand_in_allx(pubmed_stand_in, tmp_path):
     """The seven real PubMed files plus a generated allx (real x as its first 60 rows)."""
-    names = [f"ind.pubmed.{s}" for s in data.RAW_SUFFIXES if s != "allx"]
-    if not all((PLANETOID_DIR / n).exists() for n in names):
-        pytest.skip("the seven PubMed files are not present")
-    for n in names:
-        shutil.copy(PLANETOID_DIR / n, tmp_path / n)
-    with open(PLANETOID_DIR / "ind.pubmed.x", "rb") as f:
-        x = sp.csr_matrix(pickle.load(f, encoding="latin1"))
-    rng = np.random.default_rng(0)
-    rest = sp.random(
-        18717 - 60, 500, density=0.05, format="csr", random_state=rng, dtype=np.float32
-    )
-    with open(tmp_path / "ind.pubmed.allx", "wb") as f:
-        pickle.dump(sp.vstack([x, rest]).tocsr(), f)
+    folder, allx_sha = pubmed_stand_in
     table = dict(data.PLANETOID_SHA256)
-    table["ind.pubmed.allx"] = data.sha256_of(tmp_path / "ind.pubmed.allx")
+    table["ind.pubmed.allx"] = allx_sha
     ds = data.load_planetoid(
-        "pubmed", data_dir=tmp_path, download=False, cache_dir=tmp_path / "cache", sha_table=table
+        "pubmed", data_dir=folder, download=False, cache_dir=tmp_path / "cache", sha_table=table
     )
     assert (ds.num_nodes, ds.num_features, ds.num_classes, ds.num_edges) == (19717, 500, 3, 88648)
     assert (len(ds.train_index), len(ds.val_index), len(ds.test_index)) == (60, 500, 1000)

@@ -1,0 +1,64 @@
+"""`experiments/reproduce.py table` end to end on a PubMed stand-in (the real `ind.pubmed.allx` is
+not on this machine), with a dataset that cannot be loaded listed as skipped."""
+
+import argparse
+import importlib.util
+import json
+
+from conftest import ROOT
+
+from policy_gnn_jax import data
+
+
+def _reproduce_module():
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "experiments/reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
+    pubmed_stand_in, tmp_path, monkeypatch
+):
+    folder, allx_sha = pubmed_stand_in
+    monkeypatch.setitem(data.PLANETOID_SHA256, "ind.pubmed.allx", allx_sha)
+    # CiteSeer is in none of the folders searched, and downloads are off (conftest).
+    monkeypatch.setenv("POLICY_GNN_DATA", str(folder))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    args = argparse.Namespace(
+        datasets=["pubmed", "citeseer"],
+        seeds=2,
+        episodes=None,
+        preset="tiny",
+        audit=True,
+        data_dir=str(folder),
+        out=str(out),
+    )
+    _reproduce_module().table(args)
+
+    table = json.loads((out / "table3.json").read_text())
+    assert set(table["skipped"]) == {"citeseer"}
+    assert "Missing raw file ind.citeseer" in table["skipped"]["citeseer"]
+    rows = table["rows"]
+    for key in ("gcn-d2", "best-fixed", "random", "policy-gnn", "random-audit", "policy-gnn-audit"):
+        acc = rows[key]["pubmed"]
+        assert len(acc["per_seed"]) == 2 and 0.0 <= acc["mean"] <= 1.0, key
+    # The policy ran on PubMed's full graph.
+    policy = json.loads((out / "pubmed/policy-gnn/results.json").read_text())
+    assert policy["dataset_summary"].startswith("pubmed: 19717 nodes, 500 features, 3 classes")
+    assert policy["config"]["audit"] and "audit" in policy
+    # The best fixed depth is the validation argmax, and its row is that run's test result.
+    fixed = {
+        d: json.loads((out / f"pubmed/gcn-d{d}/results.json").read_text())
+        for d in range(1, policy["config"]["max_depth"] + 1)
+    }
+    best = max(fixed, key=lambda d: fixed[d]["val_accuracy"]["mean"])
+    assert rows["best-fixed"]["pubmed"]["depth"] == best
+    assert rows["best-fixed"]["pubmed"]["per_seed"] == fixed[best]["test_accuracy"]["per_seed"]
+
+    text = (out / "table3.md").read_text()
+    assert text.startswith("| Method | pubmed | citeseer |")
+    assert "| Policy-GNN | " in text and "| skipped |" in text
+    assert "- citeseer skipped: Missing raw file ind.citeseer" in text
+    assert "*audit*" in text and "NOT results" in text
