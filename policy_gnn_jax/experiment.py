@@ -104,10 +104,19 @@ AUDIT_EXPLANATION = (
 
 
 def _audit_fields(metrics, results) -> dict:
-    best_of_run = metrics["audit_macro_test_accuracy_max"].max(axis=1)
+    per_episode = metrics["audit_macro_test_accuracy_max"]  # [S, episodes]
+    best_episode = per_episode.argmax(axis=1)
+    best_of_run = per_episode.max(axis=1)
+    seeds = np.arange(per_episode.shape[0])
+    sizes = metrics["audit_group_sizes_at_max"][seeds, best_episode]  # [S, depths]
     return {
         "audit": {
             "macro_accuracy_best_of_run": mean_std(best_of_run),
+            # How many test nodes each depth group held at the step of the best-of-run maximum.
+            "group_sizes_at_best_of_run": sizes.tolist(),
+            "smallest_group_at_best_of_run": mean_std(
+                np.where(sizes > 0, sizes, np.iinfo(sizes.dtype).max).min(axis=1)
+            ),
             "macro_accuracy_of_selected_snapshot": mean_std(results["audit_macro_test_accuracy"]),
             "honest_test_accuracy": mean_std(results["test_accuracy"]),
             "explanation": AUDIT_EXPLANATION,

@@ -141,3 +141,7 @@ def test_audit_leaves_the_honest_run_unchanged(policy_setup, small_dataset):
     best_of_run = m_audit["audit_macro_test_accuracy_max"].max(1)
     assert np.all((best_of_run >= 0) & (best_of_run <= 1))
     assert np.all(best_of_run >= r_audit["audit_macro_test_accuracy"] - 1e-6)
+    # The depth groups at each episode's maximising step partition the test nodes.
+    sizes = m_audit["audit_group_sizes_at_max"]  # [S, episodes, depths]
+    assert sizes.shape[-1] == cfg.num_actions
+    np.testing.assert_array_equal(sizes.sum(-1), len(small_dataset.test_index))
