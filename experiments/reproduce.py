@@ -299,12 +299,14 @@ def figures(args) -> None:
         )
     ax.set_ylim(0, 1)
     ax.set_xticks(next(iter(records.values()))["depths"])
-    ax.set_xlabel("depth (number of GCN layers)")
-    ax.set_ylabel("share of test nodes")
-    ax.set_title("Depth the selected policy assigns to test nodes", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "fig3_depths.png", dpi=120)
+    _finish(
+        fig,
+        ax,
+        "depth (number of GCN layers)",
+        "share of test nodes",
+        "Depth the selected policy assigns to test nodes",
+        out / "fig3_depths.png",
+    )
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for name, r in records.items():
         curves = np.array(r["val_accuracy_curve"]["per_seed"])
@@ -312,13 +314,24 @@ def figures(args) -> None:
         mean, std = curves.mean(0), curves.std(0)
         ax.plot(episodes, mean, label=f"{name} (mean over seeds)")
         ax.fill_between(episodes, mean - std, mean + std, alpha=0.25, label=f"{name} ± std")
-    ax.set_xlabel("episode")
-    ax.set_ylabel("validation accuracy")
-    ax.set_title("Policy-GNN validation accuracy per episode (mean of its steps)", fontsize=10)
+    _finish(
+        fig,
+        ax,
+        "episode",
+        "validation accuracy",
+        "Policy-GNN validation accuracy per episode (mean of its steps)",
+        out / "fig4_val_curves.png",
+    )
+    print(f"wrote {out / 'fig3_depths.png'} and {out / 'fig4_val_curves.png'}")
+
+
+def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: pathlib.Path) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "fig4_val_curves.png", dpi=120)
-    print(f"wrote {out / 'fig3_depths.png'} and {out / 'fig4_val_curves.png'}")
+    fig.savefig(path, dpi=120)
 
 
 def fig1(args) -> None:
@@ -374,7 +387,6 @@ def fig1(args) -> None:
 def planted(args) -> None:
     """How often the learned policy picks the planted depth, and accuracy against baselines."""
     ds = data.make_planted_depth(seed=0)
-    deep = data.planted_deep_nodes(ds)[ds.test_index]
     base = base_config(args, min_depth=1, max_depth=5, input_dropout=0.0)
     out = pathlib.Path(args.out) / "planted"
     summary = {}
@@ -386,8 +398,7 @@ def planted(args) -> None:
     for method in ("random", "policy-gnn"):
         cfg = dataclasses.replace(base, random_policy=(method == "random"))
         r = run_or_load(out / method, ds, cfg, method, args.seeds)
-        depths = np.array(r["test_depths"])  # [S, T]
-        agree = np.where(deep, depths >= 3, depths == 1).mean(1)
+        agree = data.planted_agreement(ds, np.array(r["test_depths"]))  # [S]
         summary[method] = dict(r["test_accuracy"], planted_agreement=experiment.mean_std(agree))
     lines = ["| run | test accuracy | picks the planted depth |", "|---|---|---|"]
     for name, acc in summary.items():

@@ -502,7 +502,7 @@ def make_planted_depth(
     train = np.sort(targets[order[:num_train]])
     val = np.sort(targets[order[num_train : num_train + num_val]])
     test = np.sort(targets[order[num_train + num_val :]])
-    ds = Dataset(
+    return Dataset(
         name="planted",
         features=sp.csr_matrix(features.astype(np.float32)),
         labels=labels,
@@ -512,12 +512,18 @@ def make_planted_depth(
         test_index=test.astype(np.int32),
         num_classes=num_classes,
     )
-    return ds
 
 
 def planted_deep_nodes(ds: Dataset) -> np.ndarray:
     """[N] bool: the deep targets of `make_planted_depth` (feature 0 marks them)."""
     return ds.features[:, 0].toarray().ravel() == 1.0
+
+
+def planted_agreement(ds: Dataset, test_depths: np.ndarray) -> np.ndarray:
+    """Share of test targets given a planted-best depth (shallow: 1, deep: >= 3).
+    test_depths: [..., T] depths of `ds.test_index`; returns [...]."""
+    deep = planted_deep_nodes(ds)[ds.test_index]
+    return np.mean(np.where(deep, test_depths >= 3, test_depths == 1), axis=-1)
 
 
 def load_dataset(name: str, data_dir=None, download: bool = True, **csbm_kwargs) -> Dataset:

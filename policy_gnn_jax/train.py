@@ -159,22 +159,31 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         """The released code's test metric at this step: macro accuracy over depth groups, and
         the size of each depth group (small groups are what make the macro metric noisy)."""
         depths = policy_depths(key, q_params, mean, std, g.test_index)
+        logits_all = environment.model.apply(gcn_params, g, train=False)
         return {
-            "audit_macro_test_accuracy": macro_accuracy(gcn_params, depths),
-            "audit_group_sizes": jnp.bincount(depths - config.min_depth, length=config.num_actions),
+            "audit_macro_test_accuracy": macro_accuracy(logits_all, depths),
+            "audit_group_sizes": depth_counts(depths),
         }
 
-    def macro_accuracy(gcn_params, depths):
-        logits_all = environment.model.apply(gcn_params, g, train=False)[:, g.test_index]
-        correct = jnp.argmax(gcn.select_depth(logits_all, depths), -1) == g.labels[g.test_index]
+    def macro_accuracy(logits_all, depths):
+        """logits_all: [K, N, C] logits of every depth (one forward pass, shared by the caller)."""
+        test_logits = gcn.select_depth(logits_all[:, g.test_index], depths)
+        correct = jnp.argmax(test_logits, -1) == g.labels[g.test_index]
         return macro_accuracy_over_depths(correct, depths, config.min_depth, config.max_depth)
+
+    def depth_counts(depths):
+        return jnp.bincount(depths - config.min_depth, length=config.num_actions)
 
     def episode(rs: RunnerState, _):
         key, k_reset = jax.random.split(rs.key)
         rs = rs.replace(env=environment.reset(k_reset, rs.env), key=key)
         rs, metrics = jax.lax.scan(mdp_step, rs, length=config.steps_per_episode)
         # nanmean (nothing here is NaN by design) keeps earlier runs' curves bit-identical.
-        summary = {name: jnp.nanmean(v, axis=0) for name, v in metrics.items()}
+        summary = {
+            name: jnp.nanmean(v, axis=0)
+            for name, v in metrics.items()
+            if name != "audit_group_sizes"  # kept only at the maximising step, below
+        }
         summary["action_counts"] = metrics["action_counts"].sum(0)
         summary["dqn_updates"] = metrics["dqn_updates"].sum(0)
         updated = metrics["dqn_updates"] > 0
@@ -185,7 +194,6 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
             best = jnp.argmax(metrics["audit_macro_test_accuracy"])
             summary["audit_macro_test_accuracy_max"] = metrics["audit_macro_test_accuracy"][best]
             summary["audit_group_sizes_at_max"] = metrics["audit_group_sizes"][best]
-            summary.pop("audit_group_sizes")
         return rs, summary
 
     def train_chunk(rs: RunnerState):
@@ -199,15 +207,16 @@ def make_train(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.nda
         logits_all = environment.model.apply(best.gcn_params, g, train=False)
         logits = gcn.select_depth(logits_all[:, g.test_index], depths)
         test_labels = g.labels[g.test_index]
-        audit = {"audit_macro_test_accuracy": macro_accuracy(best.gcn_params, depths)}
-        return {
-            **(audit if config.audit else {}),
+        results = {
             "test_accuracy": gcn.accuracy(logits, test_labels),
             "val_accuracy": best.val_accuracy,
             "best_step": best.step,
             "test_depths": depths,
-            "test_depth_counts": jnp.bincount(depths - config.min_depth, length=config.num_actions),
+            "test_depth_counts": depth_counts(depths),
         }
+        if config.audit:
+            results["audit_macro_test_accuracy"] = macro_accuracy(logits_all, depths)
+        return results
 
     return Trainer(init, train_chunk, evaluate, num_chunks)
 
