@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import pathlib
-import sys
+import functools
 import time
 
 import jax
@@ -21,9 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from policy_gnn_jax import baseline, data, dqn, gcn, graph, normaliser, qnet, runner, train  # noqa: E402
-from policy_gnn_jax import config as config_lib  # noqa: E402
+from policy_gnn_jax import baseline, data, dqn, gcn, graph, normaliser, qnet, runner, train
+from policy_gnn_jax import config as config_lib
 
 
 def median_s(fn, *args, repeats: int) -> float:
@@ -36,9 +34,11 @@ def median_s(fn, *args, repeats: int) -> float:
     return float(np.median(times))
 
 
-def chunk_time(init, chunk, keys, repeats):
-    """Median seconds of one call of the vmapped chunk, from a warmed-up state."""
-    init_v, chunk_v = jax.jit(jax.vmap(init)), jax.jit(jax.vmap(chunk))
+def chunk_time(trainer, keys, repeats):
+    """Median seconds of one call of the vmapped chunk (`per_call` units), from a warmed-up
+    state."""
+    chunk = functools.partial(trainer.train_chunk, length=trainer.per_call)
+    init_v, chunk_v = jax.jit(jax.vmap(trainer.init)), jax.jit(jax.vmap(chunk))
     state = init_v(keys)
     state, _ = chunk_v(state)
     return median_s(lambda s: chunk_v(s)[1], state, repeats=repeats)
@@ -46,8 +46,8 @@ def chunk_time(init, chunk, keys, repeats):
 
 def bench_baseline(cfg, g, seeds, repeats):
     b = baseline.make_baseline(cfg, g, epochs_per_chunk=20)
-    one = chunk_time(b.init, b.train_chunk, runner.seed_keys(0, 1), repeats) / 20
-    many = chunk_time(b.init, b.train_chunk, runner.seed_keys(0, seeds), repeats) / 20
+    one = chunk_time(b, runner.seed_keys(0, 1), repeats) / 20
+    many = chunk_time(b, runner.seed_keys(0, seeds), repeats) / 20
     print(
         f"[gcn depth {cfg.depth}] per epoch: 1 seed {1e3 * one:.2f} ms, {seeds} seeds vmapped "
         f"{1e3 * many:.2f} ms -> {many / one:.2f}x the time for {seeds}x the work "
@@ -97,9 +97,9 @@ def kernel_floor(cfg, g, key, repeats):
 def bench_policy(cfg, ds, g, seeds, repeats):
     hops = graph.train_hop_distances(ds, cfg.max_depth)
     cfg = dataclasses.replace(cfg, episodes_per_call=2)
-    t = train.make_train(cfg, g, hops)
+    t = train.make_trainer(cfg, g, hops)
     steps = cfg.episodes_per_call * cfg.steps_per_episode
-    one = chunk_time(t.init, t.train_chunk, runner.seed_keys(0, 1), repeats) / steps
+    one = chunk_time(t, runner.seed_keys(0, 1), repeats) / steps
     parts = kernel_floor(cfg, g, jax.random.key(0), repeats * 5)
     floor = sum(parts.values())
     detail = ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts.items())
@@ -107,7 +107,7 @@ def bench_policy(cfg, ds, g, seeds, repeats):
         f"[policy-gnn] per MDP step, 1 seed: full loop {1e3 * one:.2f} ms; kernel floor "
         f"{1e3 * floor:.2f} ms ({detail}) -> loop / floor = {one / floor:.2f}x"
     )
-    many = chunk_time(t.init, t.train_chunk, runner.seed_keys(0, seeds), repeats) / steps
+    many = chunk_time(t, runner.seed_keys(0, seeds), repeats) / steps
     print(
         f"[policy-gnn] per MDP step: {seeds} seeds vmapped {1e3 * many:.2f} ms vs 1 seed "
         f"{1e3 * one:.2f} ms -> {many / one:.2f}x the time for {seeds}x the work "

@@ -10,8 +10,6 @@ or jax.experimental.sparse BCSR. Prints medians and ratios to the library's form
 from __future__ import annotations
 
 import argparse
-import pathlib
-import sys
 import time
 
 import jax
@@ -19,8 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from policy_gnn_jax import data, gcn, graph  # noqa: E402
+from policy_gnn_jax import data, gcn, graph
 
 
 def _plain_propagate(g, h):

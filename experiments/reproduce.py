@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import pathlib
 import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from policy_gnn_jax import config as config_lib  # noqa: E402
-from policy_gnn_jax import data, experiment  # noqa: E402
+import policy_gnn_jax as pg
+from policy_gnn_jax import checkpoint, data, records
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.cli import INPUT_ERRORS
 
 # ALGORITHM.md section 8 (paper Table 3): mean, std (None where the paper gives none).
 PAPER = {
@@ -50,17 +52,17 @@ def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed=0) -> dict:
     """Runs one sweep unless a matching results.json is already saved there."""
     path = out / "results.json"
     if path.exists():
-        record = json.loads(path.read_text())
+        record = checkpoint.read_json(path)  # a truncated file is named, with what to do
         if (
             record["config"] == json.loads(json.dumps(dataclasses.asdict(cfg)))
             and record["seeds"] == seeds
             and record["method"] == method
         ):
-            print(f"reusing {path}: {experiment.summary_line(record)}")
+            print(f"reusing {path}: {records.summary_line(record)}")
             return record
-    record = experiment.run(ds, cfg, method, seeds, seed)
-    experiment.save(record, out)
-    print(experiment.summary_line(record))
+    record = pg.fit(ds, cfg, method=method, seeds=seeds, seed=seed).record
+    records.save(record, out)
+    print(records.summary_line(record))
     return record
 
 
@@ -164,7 +166,7 @@ def table(args) -> None:
     for name in args.datasets:
         try:
             results[name] = dataset_runs(name, args, out)
-        except data.DataError as err:
+        except data.MissingDataError as err:  # files not here: skip, saying why
             skipped[name] = str(err)
             print(f"skipped {name}: {err}")
     rows = table_rows(results)
@@ -192,7 +194,7 @@ def table(args) -> None:
         notes.append(
             "\nThe rows marked *audit* are NOT results: they are the released code's metric "
             "(ALGORITHM.md §6) measured on the same runs, the macro accuracy over depth groups, "
-            "best of run. " + experiment.AUDIT_EXPLANATION
+            "best of run. " + records.AUDIT_EXPLANATION
         )
         notes += [audit_breakdown(name, runs) for name, runs in results.items()]
     notes += [f"- {name} skipped: {reason}" for name, reason in skipped.items()]
@@ -203,9 +205,9 @@ def table(args) -> None:
     ]
     notes.append("\nWall time per run: " + ", ".join(walls) + ".")
     text = "\n".join(markdown_table(rows, names, skipped) + notes) + "\n"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table3.md").write_text(text)
-    (out / "table3.json").write_text(
+    checkpoint.atomic_write_text(out / "table3.md", text)
+    checkpoint.atomic_write_text(
+        out / "table3.json",
         json.dumps(
             {
                 "rows": rows,
@@ -215,10 +217,10 @@ def table(args) -> None:
                 "wall_time_s": {
                     n: {k: r["wall_time_s"] for k, r in runs.items()} for n, runs in results.items()
                 },
-                "versions": experiment.package_versions(),
+                "versions": records.package_versions(),
             },
             indent=2,
-        )
+        ),
     )
     print(text)
 
@@ -263,9 +265,8 @@ def ablations(args) -> None:
         "honest protocol; one change at a time from the paper's defaults; runs made on JAX "
         f"backend {', '.join(sorted(backends))}.\n"
     )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ablations.md").write_text(text)
-    (out / "ablations.json").write_text(json.dumps(record, indent=2))
+    checkpoint.atomic_write_text(out / "ablations.md", text)
+    checkpoint.atomic_write_json(out / "ablations.json", record)
     print(text)
 
 
@@ -276,17 +277,17 @@ def figures(args) -> None:
     import matplotlib.pyplot as plt
 
     out = pathlib.Path(args.out)
-    records = {
-        p.parent.parent.name: json.loads(p.read_text())
+    runs_by_name = {
+        p.parent.parent.name: checkpoint.read_json(p)
         for p in sorted(out.glob("*/policy-gnn/results.json"))
     }
-    if not records:
-        raise SystemExit(f"no Policy-GNN runs under {out}: run `reproduce.py table` first")
+    if not runs_by_name:
+        raise data.DataError(f"no Policy-GNN runs under {out}: run `reproduce.py table` first")
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    width = 0.8 / len(records)
-    for i, (name, r) in enumerate(records.items()):
+    width = 0.8 / len(runs_by_name)
+    for i, (name, r) in enumerate(runs_by_name.items()):
         share = np.array(r["test_depth_distribution"]["per_seed"])  # [S, A]
-        x = np.array(r["depths"]) + (i - (len(records) - 1) / 2) * width
+        x = np.array(r["depths"]) + (i - (len(runs_by_name) - 1) / 2) * width
         ax.bar(x, share.mean(0), width, alpha=0.7, label=f"{name} (mean)")
         jitter = np.linspace(-0.25, 0.25, share.shape[0]) * width
         ax.scatter(
@@ -298,7 +299,7 @@ def figures(args) -> None:
             label="one seed" if i == 0 else None,
         )
     ax.set_ylim(0, 1)
-    ax.set_xticks(next(iter(records.values()))["depths"])
+    ax.set_xticks(next(iter(runs_by_name.values()))["depths"])
     _finish(
         fig,
         ax,
@@ -308,7 +309,7 @@ def figures(args) -> None:
         out / "fig3_depths.png",
     )
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for name, r in records.items():
+    for name, r in runs_by_name.items():
         curves = np.array(r["val_accuracy_curve"]["per_seed"])
         episodes = np.arange(1, curves.shape[1] + 1)
         mean, std = curves.mean(0), curves.std(0)
@@ -331,7 +332,14 @@ def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: pathlib.Path) -
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
+
+
+def save_figure(fig, path: pathlib.Path) -> None:
+    """PNG written atomically: an interrupted run never leaves a half-written figure."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=120, format="png")
+    checkpoint.atomic_write_bytes(path, buffer.getvalue())
 
 
 def fig1(args) -> None:
@@ -356,7 +364,6 @@ def fig1(args) -> None:
         print(f"depth {depth}: mean test accuracy {res['test_accuracy'].mean():.3f}")
     grid = np.array(grid).T  # [20 nodes, 5 depths]
     out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(4.2, 6))
     im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(5), [str(d) for d in range(1, 6)])
@@ -368,17 +375,15 @@ def fig1(args) -> None:
     )
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
-    fig.savefig(out / f"fig1_{ds.name}.png", dpi=120)
-    (out / f"fig1_{ds.name}.json").write_text(
-        json.dumps(
-            {
-                "nodes": ds.test_index[picked].tolist(),
-                "depths": list(range(1, 6)),
-                "fraction_correct": grid.tolist(),
-                "seeds": args.seeds,
-            },
-            indent=2,
-        )
+    save_figure(fig, out / f"fig1_{ds.name}.png")
+    checkpoint.atomic_write_json(
+        out / f"fig1_{ds.name}.json",
+        {
+            "nodes": ds.test_index[picked].tolist(),
+            "depths": list(range(1, 6)),
+            "fraction_correct": grid.tolist(),
+            "seeds": args.seeds,
+        },
     )
     best = grid.argmax(1) + 1
     print(f"wrote {out / f'fig1_{ds.name}.png'}; best depth per node: {best.tolist()}")
@@ -399,7 +404,7 @@ def planted(args) -> None:
         cfg = dataclasses.replace(base, random_policy=(method == "random"))
         r = run_or_load(out / method, ds, cfg, method, args.seeds)
         agree = data.planted_agreement(ds, np.array(r["test_depths"]))  # [S]
-        summary[method] = dict(r["test_accuracy"], planted_agreement=experiment.mean_std(agree))
+        summary[method] = dict(r["test_accuracy"], planted_agreement=records.mean_std(agree))
     lines = ["| run | test accuracy | picks the planted depth |", "|---|---|---|"]
     for name, acc in summary.items():
         agree = acc.get("planted_agreement")
@@ -408,11 +413,24 @@ def planted(args) -> None:
         f"\n\n{args.seeds} seeds, {base.num_episodes} episodes, depths 1-5. "
         "Chance agreement (uniform depths) is 0.40.\n"
     )
-    (out / "planted.md").write_text(text)
+    checkpoint.atomic_write_text(out / "planted.md", text)
     print(text)
 
 
-def main() -> None:
+def check_args(args) -> None:
+    """Refuses bad input before any run: unknown dataset names (a typo is an error, never a
+    "skipped" dataset), a --data-dir that does not exist, an output folder that cannot be
+    written, out-of-range seeds."""
+    for name in [*args.datasets, args.dataset]:
+        data.check_name(name)
+    if args.data_dir is not None and not pathlib.Path(args.data_dir).is_dir():
+        raise data.DataError(f"--data-dir {args.data_dir} does not exist or is not a folder.")
+    if args.seeds < 1:
+        raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
+    checkpoint.check_writable_dir(args.out)
+
+
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -432,14 +450,17 @@ def main() -> None:
     )
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="results/reproduce")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     commands = {"table": table, "ablations": ablations, "figures": figures, "fig1": fig1}
     commands["planted"] = planted
     try:
+        check_args(args)
         commands[args.what](args)
-    except (data.DataError, config_lib.ConfigError) as err:
-        raise SystemExit(f"error: {err}") from None
+    except INPUT_ERRORS as err:  # the same exit status as the policy-gnn command
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,134 +1,15 @@
 """Train Policy-GNN, the random policy, or a fixed-depth GCN over many seeds in one command.
 
+The same as the installed `policy-gnn` command (policy_gnn_jax/cli.py):
+
 python experiments/run.py --dataset cora                      # Policy-GNN, paper defaults
 python experiments/run.py --dataset cora --method gcn --depth 2 --seeds 10
 python experiments/run.py --dataset csbm --method random --episodes 50
 """
 
-from __future__ import annotations
-
-import argparse
-import ctypes
-import datetime
-import pathlib
 import sys
 
-# glibc returns XLA's large scratch buffers to the OS after every call, which doubled the time of
-# large programs here (PERFORMANCE-NOTES.md). Raise both thresholds before JAX allocates.
-try:
-    _libc = ctypes.CDLL("libc.so.6")
-    _libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
-    _libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-except OSError:  # not glibc: nothing to tune
-    pass
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-from policy_gnn_jax import config as config_lib  # noqa: E402
-from policy_gnn_jax import data, experiment  # noqa: E402
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--dataset", default="cora", help=f"one of {data.DATASET_NAMES}")
-    p.add_argument("--method", default="policy-gnn", choices=experiment.METHODS)
-    p.add_argument("--seeds", type=int, default=10, help="number of seeds, run as one vmap")
-    p.add_argument("--seed", type=int, default=0, help="base seed the per-seed keys derive from")
-    p.add_argument("--depth", type=int, default=2, help="gcn: the fixed depth")
-    p.add_argument("--epochs", type=int, default=200, help="gcn: training epochs")
-    p.add_argument("--depths", default="2-5", help="policy methods: allowed depths, e.g. 2-5, 1-5")
-    p.add_argument("--episodes", type=int, default=1000)
-    p.add_argument("--steps-per-episode", type=int, default=10)
-    p.add_argument("--transition", default="labelled", choices=config_lib.TRANSITIONS)
-    p.add_argument("--buffer-size", type=int, default=128)
-    p.add_argument("--gcn-lr", type=float, default=0.01)
-    p.add_argument("--q-lr", type=float, default=5e-4)
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help=f"folder with the raw ind.* files (else ${data.DATA_ENV}, else the cache)",
-    )
-    p.add_argument("--no-download", action="store_true", help="never download missing files")
-    p.add_argument("--csbm-nodes", type=int, default=3000, help="csbm: number of nodes")
-    p.add_argument("--csbm-homophily", type=float, default=0.8, help="csbm: homophily")
-    p.add_argument("--csbm-seed", type=int, default=0, help="csbm / planted: graph seed")
-    p.add_argument("--out", default=None, help="output folder (default: a new one under results/)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument(
-        "--audit",
-        action="store_true",
-        help="also report the released code's macro / best-of-run test metric "
-        "(ALGORITHM.md section 6; never the headline)",
-    )
-    return p
-
-
-def config_from_args(args) -> config_lib.Config:
-    min_depth, max_depth = config_lib.parse_depths(args.depths)
-    return config_lib.Config.paper(
-        depth=args.depth,
-        epochs=args.epochs,
-        min_depth=min_depth,
-        max_depth=max_depth,
-        num_episodes=args.episodes,
-        steps_per_episode=args.steps_per_episode,
-        transition=args.transition,
-        buffer_size=args.buffer_size,
-        gcn_lr=args.gcn_lr,
-        q_lr=args.q_lr,
-        audit=args.audit,
-    )
-
-
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        config = config_from_args(args)
-        ds = data.load_dataset(
-            args.dataset,
-            data_dir=args.data_dir,
-            download=not args.no_download,
-            **_generator_args(args),
-        )
-        print(ds.summary(), flush=True)
-        record = experiment.run(
-            ds, config, args.method, args.seeds, args.seed, progress=not args.no_progress
-        )
-    except (data.DataError, config_lib.ConfigError, ValueError, FloatingPointError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    out = args.out or _default_out(args)
-    path = experiment.save(record, out)
-    print(f"results: {path}")
-    if "audit" in record:
-        a = record["audit"]
-        print(
-            f"audit (reference protocol, NOT a headline): macro accuracy best-of-run "
-            f"{a['macro_accuracy_best_of_run']['mean']:.4f} ± "
-            f"{a['macro_accuracy_best_of_run']['std']:.4f}; macro accuracy of the selected "
-            f"snapshot {a['macro_accuracy_of_selected_snapshot']['mean']:.4f}\n{a['explanation']}"
-        )
-    print(experiment.summary_line(record))
-    return 0
-
-
-def _generator_args(args) -> dict:
-    if args.dataset == "csbm":
-        return {
-            "num_nodes": args.csbm_nodes,
-            "homophily": args.csbm_homophily,
-            "seed": args.csbm_seed,
-        }
-    if args.dataset == "planted":
-        return {"seed": args.csbm_seed}
-    return {}
-
-
-def _default_out(args) -> str:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    tag = f"{args.method}-d{args.depth}" if args.method == "gcn" else args.method
-    return str(pathlib.Path("results") / f"{args.dataset}-{tag}-{stamp}")
-
+from policy_gnn_jax.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

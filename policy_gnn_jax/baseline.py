@@ -1,12 +1,13 @@
-"""Fixed-depth GCN baseline (ALGORITHM.md section 7): full-batch training at one depth.
+"""Fixed-depth baseline (ALGORITHM.md section 7): the backbone trained full-batch at one depth.
 
-`make_baseline(config, g)` returns pure `init(key)`, `train_chunk(state)` and `evaluate(state)`;
-the runner jits them, vmaps them over seeds, and calls `train_chunk` repeatedly for a progress bar.
-The best-validation parameters ride in the state; test labels are read only by `evaluate`.
+Top-level pure functions over a static `BaselineContext`; `make_baseline` returns a
+`trainer.Trainer` that the runner jits, vmaps over seeds and drives chunk by chunk. The
+best-validation parameters ride in the state; test labels are read only by `evaluate`.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -14,9 +15,12 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import gcn
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.trainer import Trainer
+from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
 @struct.dataclass
@@ -30,82 +34,95 @@ class BaselineState:
     best_params: dict
 
 
-class Baseline(NamedTuple):
-    init: callable
-    train_chunk: callable
-    evaluate: callable
-    epochs_per_chunk: int
-    num_chunks: int
+class BaselineContext(NamedTuple):
+    graph: graph_lib.Graph
+    backbone: backbone_lib.Backbone
+    depth: int
+
+
+def init(ctx: BaselineContext, key: jax.Array) -> BaselineState:
+    key, k_init = jax.random.split(key)
+    params = ctx.backbone.init(k_init)
+    return BaselineState(
+        params=params,
+        opt_state=ctx.backbone.optimizer.init(params),
+        key=key,
+        epoch=jnp.zeros((), jnp.int32),
+        best_val=jnp.full((), -1.0, jnp.float32),
+        best_epoch=jnp.zeros((), jnp.int32),
+        best_params=params,
+    )
+
+
+def train_loss(ctx: BaselineContext, params, key: jax.Array) -> jax.Array:
+    """Mean cross-entropy of the training nodes at the fixed depth."""
+    nodes = ctx.graph.train_index
+    depths = jnp.full(nodes.shape, ctx.depth)
+    return jnp.mean(ctx.backbone.loss(params, key, nodes, depths))
+
+
+def val_accuracy(ctx: BaselineContext, params) -> jax.Array:
+    g = ctx.graph
+    logits = ctx.backbone.logits(params, None)[ctx.depth - 1]
+    return gcn.accuracy(logits[g.val_index], g.labels[g.val_index])
+
+
+def epoch_step(ctx: BaselineContext, state: BaselineState, _=None):
+    """One full-batch optimiser step, then the validation check that keeps the best epoch."""
+    key, k_dropout = jax.random.split(state.key)
+    loss, grads = jax.value_and_grad(functools.partial(train_loss, ctx))(state.params, k_dropout)
+    updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    val = val_accuracy(ctx, params)
+    better = val > state.best_val  # ties keep the earliest
+    new = BaselineState(
+        params=params,
+        opt_state=opt_state,
+        key=key,
+        epoch=state.epoch + 1,
+        best_val=jnp.where(better, val, state.best_val),
+        best_epoch=jnp.where(better, state.epoch, state.best_epoch),
+        best_params=tree_select(better, params, state.best_params),
+    )
+    return new, {"loss": loss, "val_accuracy": val, "backbone_finite": all_finite(params)}
+
+
+def train_chunk(ctx: BaselineContext, state: BaselineState, length: int):
+    """`length` epochs (a static int) as one scan."""
+    return jax.lax.scan(functools.partial(epoch_step, ctx), state, length=length)
+
+
+def evaluate(ctx: BaselineContext, state: BaselineState) -> dict:
+    g = ctx.graph
+    logits = ctx.backbone.logits(state.best_params, None)[ctx.depth - 1][g.test_index]
+    correct = jnp.argmax(logits, -1) == g.labels[g.test_index]
+    return {
+        "val_accuracy": state.best_val,
+        "best_epoch": state.best_epoch,
+        "test_accuracy": jnp.mean(correct),
+        "test_correct": correct,  # per test node, for Figure 1
+    }
+
+
+def selected(state: BaselineState):
+    return state.best_params, None
 
 
 def make_baseline(
-    config: config_lib.Config, g: graph_lib.Graph, epochs_per_chunk: int = 20
-) -> Baseline:
-    """Builds the fixed-depth trainer for `config.depth` over `config.epochs` epochs."""
-    model = gcn.make_gcn(config, g, max_depth=config.depth)
-    tx = gcn.make_optimizer(config.gcn_lr, config.weight_decay)
-    epochs_per_chunk = min(epochs_per_chunk, config.epochs)
-    num_chunks = -(-config.epochs // epochs_per_chunk)
-    train_labels = g.labels[g.train_index]
-    val_labels = g.labels[g.val_index]
-
-    def init(key: jax.Array) -> BaselineState:
-        key, k_init = jax.random.split(key)
-        params = model.init(k_init, g, train=False)
-        return BaselineState(
-            params=params,
-            opt_state=tx.init(params),
-            key=key,
-            epoch=jnp.zeros((), jnp.int32),
-            best_val=jnp.full((), -1.0, jnp.float32),
-            best_epoch=jnp.zeros((), jnp.int32),
-            best_params=params,
-        )
-
-    def loss_fn(params, k_dropout):
-        logits = model.apply(params, g, train=True, rngs={"dropout": k_dropout})[-1]
-        return jnp.mean(gcn.cross_entropy(logits[g.train_index], train_labels))
-
-    def val_accuracy(params):
-        logits = model.apply(params, g, train=False)[-1]
-        return gcn.accuracy(logits[g.val_index], val_labels)
-
-    def epoch_step(state: BaselineState, _):
-        key, k_dropout = jax.random.split(state.key)
-        loss, grads = jax.value_and_grad(loss_fn)(state.params, k_dropout)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        # Epochs past config.epochs (a last partial chunk) leave the state unchanged.
-        active = state.epoch < config.epochs
-        val = val_accuracy(params)
-        better = active & (val > state.best_val)  # ties keep the earliest
-        new = BaselineState(
-            params=params,
-            opt_state=opt_state,
-            key=key,
-            epoch=state.epoch + 1,
-            best_val=jnp.where(better, val, state.best_val),
-            best_epoch=jnp.where(better, state.epoch, state.best_epoch),
-            best_params=_where(better, params, state.best_params),
-        )
-        new = _where(active, new, state)
-        return new, {"loss": loss, "val_accuracy": val}
-
-    def train_chunk(state: BaselineState):
-        return jax.lax.scan(epoch_step, state, length=epochs_per_chunk)
-
-    def evaluate(state: BaselineState) -> dict:
-        logits = model.apply(state.best_params, g, train=False)[-1][g.test_index]
-        correct = jnp.argmax(logits, -1) == g.labels[g.test_index]
-        return {
-            "val_accuracy": state.best_val,
-            "best_epoch": state.best_epoch,
-            "test_accuracy": jnp.mean(correct),
-            "test_correct": correct,  # per test node, for Figure 1
-        }
-
-    return Baseline(init, train_chunk, evaluate, epochs_per_chunk, num_chunks)
-
-
-def _where(cond, new, old):
-    return jax.tree.map(lambda a, b: jnp.where(cond, a, b), new, old)
+    config: config_lib.Config,
+    g: graph_lib.Graph,
+    epochs_per_chunk: int = 20,
+    backbone: backbone_lib.Backbone | None = None,
+) -> Trainer:
+    """The fixed-depth trainer for `config.depth` over exactly `config.epochs` epochs."""
+    backbone = backbone or backbone_lib.gcn_backbone(config, g, max_depth=config.depth)
+    ctx = BaselineContext(g, backbone, config.depth)
+    return Trainer(
+        init=functools.partial(init, ctx),
+        train_chunk=functools.partial(train_chunk, ctx),
+        evaluate=functools.partial(evaluate, ctx),
+        selected=selected,
+        total=config.epochs,
+        per_call=min(epochs_per_chunk, config.epochs),
+        unit="epoch",
+    )

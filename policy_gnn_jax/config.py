@@ -7,6 +7,7 @@ the config and jit compiles once per config.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 TRANSITIONS = ("labelled", "walk")
 
@@ -157,10 +158,9 @@ def _validate(c: Config) -> None:
 
 
 def parse_depths(text: str) -> tuple[int, int]:
-    """Parses "2-5" (or "3") into (min_depth, max_depth)."""
-    try:
-        lo, _, hi = text.partition("-")
-        lo_i, hi_i = int(lo), int(hi or lo)
-    except ValueError:
-        raise ConfigError(f"--depths must look like 2-5 or 1-5, got {text!r}.") from None
-    return lo_i, hi_i
+    """Parses "2-5" (or "3") into (min_depth, max_depth); anything else is a ConfigError."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if not match:
+        raise ConfigError(f"--depths must look like 2-5 or 3 (whole numbers), got {text!r}.")
+    lo = int(match.group(1))
+    return lo, int(match.group(2)) if match.group(2) else lo

@@ -1,13 +1,24 @@
-"""Double DQN for the meta-policy: epsilon-greedy acting, the TD loss and the update (pure)."""
+"""Double DQN, the paper's meta-policy (ALGORITHM.md section 4): the pure RL operations
+(epsilon-greedy, Double-DQN targets, TD loss, one update) and `dqn_agent`, which assembles them
+with the Q-network, the replay memory and the state normaliser into an `agent.Agent`.
+"""
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
+import chex
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 from flax.training import train_state
 
+from policy_gnn_jax import agent as agent_lib
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import normaliser, qnet, replay
+from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
 class DQNState(train_state.TrainState):
@@ -42,6 +53,10 @@ def double_q_targets(
     r_t: jax.Array, discount_t: jax.Array, q_t_online: jax.Array, q_t_target: jax.Array
 ) -> jax.Array:
     """r + discount * Q_target(s', argmax_a Q_online(s', a)), [B]."""
+    chex.assert_rank([r_t, discount_t, q_t_online, q_t_target], [1, 1, 2, 2])
+    chex.assert_equal_shape([q_t_online, q_t_target])
+    chex.assert_equal_shape([r_t, discount_t])
+    chex.assert_type([r_t, q_t_online], [float, float])
     best = jnp.argmax(q_t_online, axis=-1)
     return r_t + discount_t * jnp.take_along_axis(q_t_target, best[:, None], axis=-1)[:, 0]
 
@@ -79,3 +94,113 @@ def update(
     state = state.apply_gradients(grads=grads)
     target = optax.periodic_update(state.params, state.target_params, state.step, target_period)
     return state.replace(target_params=target), loss
+
+
+# ---------------------------------------------------------------------------------------------
+# The DQN agent: the functions of `agent.Agent` over an explicit static context.
+
+
+@struct.dataclass
+class DQNAgentState:
+    dqn: DQNState
+    replay: replay.ReplayState
+    normaliser: normaliser.NormaliserState
+
+
+@struct.dataclass
+class DQNPolicy:
+    """What decides depths: the online Q-network and the normaliser statistics it saw."""
+
+    q_params: dict
+    mean: jax.Array  # [F]
+    std: jax.Array  # [F]
+
+
+class DQNContext(NamedTuple):
+    """Static: the Q-network, the fixed feature matrix whose rows are the states, the config."""
+
+    model: qnet.QNetwork
+    features: jax.Array  # [N, F]
+    config: config_lib.Config
+
+
+def q_values(ctx: DQNContext, policy: DQNPolicy, nodes: jax.Array) -> jax.Array:
+    """Q(s, .) [M, A] of the nodes [M] (their normalised feature rows)."""
+    states = normaliser.normalise(ctx.features[nodes], policy.mean, policy.std)
+    return ctx.model.apply(policy.q_params, states)
+
+
+def agent_init(ctx: DQNContext, key: jax.Array) -> tuple[DQNAgentState, DQNPolicy]:
+    num_features = ctx.features.shape[1]
+    params = ctx.model.init(key, jnp.zeros((1, num_features)))
+    state = DQNState.create(
+        apply_fn=ctx.model.apply,
+        params=params,
+        tx=optax.adam(ctx.config.q_lr),
+        target_params=params,
+    )
+    # TrainState.create starts `step` as a Python int, a weak-typed leaf that would make the
+    # second call of the compiled chunk retrace; a concrete int32 keeps one trace.
+    state = state.replace(step=jnp.zeros((), jnp.int32))
+    agent_state = DQNAgentState(
+        dqn=state,
+        replay=replay.init(ctx.config.replay_capacity),
+        normaliser=normaliser.init(ctx.config.normaliser_window),
+    )
+    policy = DQNPolicy(params, jnp.zeros(num_features), jnp.ones(num_features))
+    return agent_state, policy
+
+
+def agent_act(ctx: DQNContext, key, state: DQNAgentState, nodes, step):
+    """Records the walkers' states in the normaliser, then acts epsilon-greedily on Q."""
+    norm = normaliser.update(state.normaliser, nodes)
+    mean, std = normaliser.statistics(norm, ctx.features)
+    policy = DQNPolicy(state.dqn.params, mean, std)
+    actions = epsilon_greedy(key, q_values(ctx, policy, nodes), epsilon_schedule(ctx.config)(step))
+    return state.replace(normaliser=norm), policy, actions
+
+
+def agent_depths(ctx: DQNContext, key, policy: DQNPolicy, nodes):
+    del key  # greedy
+    return jnp.argmax(q_values(ctx, policy, nodes), axis=-1) + ctx.config.min_depth
+
+
+def _one_update(ctx: DQNContext, memory, policy: DQNPolicy, state: DQNState, k_sample):
+    cfg = ctx.config
+    batch = replay.sample(k_sample, memory, cfg.batch_size)
+    s_tm1 = normaliser.normalise(ctx.features[batch.node_tm1], policy.mean, policy.std)
+    s_t = normaliser.normalise(ctx.features[batch.node_t], policy.mean, policy.std)
+    new, loss = update(state, s_tm1, batch.a_tm1, batch.r_t, s_t, cfg.gamma, cfg.target_period)
+    ready = replay.can_sample(memory, cfg.batch_size)
+    state = tree_select(ready, new, state)
+    return state, (jnp.where(ready, loss, 0.0), ready)
+
+
+def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, transition, step):
+    """Stores the transitions, then `dqn_updates_per_step` Double-DQN updates (once the memory
+    holds a batch), with states normalised by the statistics the step acted with."""
+    memory = replay.add(state.replay, transition)
+    keys = jax.random.split(key, ctx.config.dqn_updates_per_step)
+    dqn_state, (losses, done) = jax.lax.scan(
+        functools.partial(_one_update, ctx, memory, policy), state.dqn, keys
+    )
+    metrics = {
+        # Mean over the updates that happened; 0 when none did (NaN stays NaN: divergence).
+        "td_loss": jnp.sum(losses) / jnp.maximum(done.sum(), 1),
+        "dqn_updates": done.sum(),
+        "epsilon": epsilon_schedule(ctx.config)(step),
+        "agent_finite": all_finite(dqn_state.params),
+    }
+    return state.replace(dqn=dqn_state, replay=memory), metrics
+
+
+def dqn_agent(config: config_lib.Config, features: jax.Array) -> agent_lib.Agent:
+    """The paper's meta-policy: a Double DQN over node features (states are feature rows)."""
+    ctx = DQNContext(qnet.QNetwork(config.q_hidden, config.num_actions), features, config)
+    return agent_lib.Agent(
+        init=functools.partial(agent_init, ctx),
+        act=functools.partial(agent_act, ctx),
+        depths=functools.partial(agent_depths, ctx),
+        learn=functools.partial(agent_learn, ctx),
+        num_actions=config.num_actions,
+    )

@@ -1,12 +1,14 @@
-"""The MDP (ALGORITHM.md section 3). The environment is the GCN being trained.
+"""The MDP (ALGORITHM.md section 3). The environment is the backbone GNN being trained.
 
-`step(key, state, actions, val_depths)` adds the walkers' (node, depth) pairs to the action
-buffers, trains the GCN on every full buffer, measures M_t (validation accuracy with the greedy
-depths `val_depths`), pays the shared reward and moves the walkers. Pure; gymnax-style signature.
+`step(ctx, key, state, actions, val_depths)` adds the walkers' (node, depth) pairs to the action
+buffers, trains the backbone on every full buffer, measures M_t (validation accuracy with the
+greedy depths `val_depths`), pays the shared reward and moves the walkers. Every function is pure
+and top level over a static `EnvContext`; the backbone is only reached through its interface.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -16,15 +18,17 @@ import optax
 from flax import struct
 
 from policy_gnn_jax import action_buffers, gcn
+from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
 @struct.dataclass
 class EnvState:
     nodes: jax.Array  # [W] walker positions (node ids)
-    gcn_params: dict
-    gcn_opt_state: optax.OptState
+    params: dict  # the backbone's parameters
+    opt_state: optax.OptState
     buffers: action_buffers.BufferState
     history: jax.Array  # [b] last validation accuracies, ring
     history_count: jax.Array
@@ -33,113 +37,144 @@ class EnvState:
 class StepOutput(NamedTuple):
     reward: jax.Array  # [] shared by all walkers
     val_accuracy: jax.Array  # [] M_t
-    gcn_trained: jax.Array  # [] bool: a buffer was full and the GCN took a step
+    gcn_trained: jax.Array  # [] bool: a buffer was full and the backbone took a step
+    gcn_loss: jax.Array  # [] the buffer loss of that step (0 when none)
+    backbone_finite: jax.Array  # [] bool: every backbone parameter is finite
 
 
-class Env(NamedTuple):
-    init: callable
-    reset: callable
-    step: callable
-    model: gcn.SharedGCN
+class EnvContext(NamedTuple):
+    """Everything static the MDP needs: the graph, the backbone, the config and lookups."""
+
+    config: config_lib.Config
+    graph: graph_lib.Graph
+    backbone: backbone_lib.Backbone
     num_walkers: int
+    is_train: jax.Array  # [N] bool
+    train_pos: jax.Array  # [N] node -> row of `hops` (-1 if not a training node)
+    hops: jax.Array  # [T, T] hop distances between training nodes
 
 
-def make_env(config: config_lib.Config, g: graph_lib.Graph, train_hops: np.ndarray) -> Env:
-    """Builds the environment's pure functions.
-
-    Args:
-      config: run config.
-      g: the graph.
-      train_hops: [T, T] hop distances between training nodes (`graph.train_hop_distances`),
-        used by the `labelled` transition.
-    """
-    model = gcn.make_gcn(config, g, max_depth=config.max_depth)
-    tx = gcn.make_optimizer(config.gcn_lr, config.weight_decay)
+def make_context(
+    config: config_lib.Config,
+    g: graph_lib.Graph,
+    train_hops: np.ndarray,
+    backbone: backbone_lib.Backbone,
+) -> EnvContext:
+    """Args: train_hops: [T, T] hop distances between training nodes
+    (`graph.train_hop_distances`), used by the `labelled` transition."""
+    if backbone.max_depth < config.max_depth:
+        raise config_lib.ConfigError(
+            f"the backbone has {backbone.max_depth} depths but the policy may pick up to "
+            f"{config.max_depth}: build it with max_depth >= config.max_depth."
+        )
     num_train = g.train_index.shape[0]
-    num_walkers = config.num_walkers or num_train
-    capacity = config.buffer_size + num_walkers - 1
-    is_train = jnp.zeros(g.num_nodes, bool).at[g.train_index].set(True)
-    train_pos = jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train))
-    hops = jnp.asarray(train_hops)
-    val_labels = g.labels[g.val_index]
+    return EnvContext(
+        config=config,
+        graph=g,
+        backbone=backbone,
+        num_walkers=config.num_walkers or num_train,
+        is_train=jnp.zeros(g.num_nodes, bool).at[g.train_index].set(True),
+        train_pos=jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train)),
+        hops=jnp.asarray(train_hops),
+    )
 
-    def init(key: jax.Array) -> EnvState:
-        k_params, k_reset = jax.random.split(key)
-        params = model.init(k_params, g, train=False)
-        return EnvState(
-            nodes=_start_nodes(k_reset),
-            gcn_params=params,
-            gcn_opt_state=tx.init(params),
-            buffers=action_buffers.init(config.num_actions, capacity),
-            history=jnp.zeros(config.reward_window, jnp.float32),
-            history_count=jnp.zeros((), jnp.int32),
-        )
 
-    def _start_nodes(key):
-        if num_walkers == num_train:
-            return g.train_index
-        return g.train_index[jax.random.randint(key, (num_walkers,), 0, num_train)]
+def init(ctx: EnvContext, key: jax.Array) -> EnvState:
+    k_params, k_reset = jax.random.split(key)
+    params = ctx.backbone.init(k_params)
+    capacity = ctx.config.buffer_size + ctx.num_walkers - 1
+    return EnvState(
+        nodes=start_nodes(ctx, k_reset),
+        params=params,
+        opt_state=ctx.backbone.optimizer.init(params),
+        buffers=action_buffers.init(ctx.config.num_actions, capacity),
+        history=jnp.zeros(ctx.config.reward_window, jnp.float32),
+        history_count=jnp.zeros((), jnp.int32),
+    )
 
-    def reset(key: jax.Array, state: EnvState) -> EnvState:
-        """Puts the walkers back on training nodes; the GCN and buffers persist."""
-        return state.replace(nodes=_start_nodes(key))
 
-    def buffer_loss(params, k_dropout, buffers):
-        logits_all = model.apply(params, g, train=True, rngs={"dropout": k_dropout})
-        mask = action_buffers.entry_mask(buffers)  # [A, cap]
-        depth_index = jnp.arange(config.num_actions) + config.min_depth - 1
-        logits = logits_all[depth_index[:, None], buffers.nodes]  # [A, cap, C]
-        ce = gcn.cross_entropy(logits, g.labels[buffers.nodes])
-        per_buffer = jnp.sum(jnp.where(mask, ce, 0.0), 1) / jnp.maximum(mask.sum(1), 1)
-        # Buffers that fill in the same step share one optimiser step on the sum of their losses.
-        return jnp.sum(jnp.where(action_buffers.full(buffers, config.buffer_size), per_buffer, 0.0))
+def start_nodes(ctx: EnvContext, key: jax.Array) -> jax.Array:
+    """One walker per training node, or `num_walkers` uniformly drawn training nodes."""
+    g = ctx.graph
+    num_train = g.train_index.shape[0]
+    if ctx.num_walkers == num_train:
+        return g.train_index
+    return g.train_index[jax.random.randint(key, (ctx.num_walkers,), 0, num_train)]
 
-    def train_gcn(key, state: EnvState):
-        full = action_buffers.full(state.buffers, config.buffer_size)
-        grads = jax.grad(buffer_loss)(state.gcn_params, key, state.buffers)
-        updates, opt_state = tx.update(grads, state.gcn_opt_state, state.gcn_params)
-        params = optax.apply_updates(state.gcn_params, updates)
-        trained = jnp.any(full)
-        # Under vmap a lax.cond runs both branches anyway; a select keeps one code path.
-        params, opt_state = jax.tree.map(
-            lambda new, old: jnp.where(trained, new, old),
-            (params, opt_state),
-            (state.gcn_params, state.gcn_opt_state),
-        )
-        buffers = action_buffers.flush(state.buffers, full)
-        return state.replace(gcn_params=params, gcn_opt_state=opt_state, buffers=buffers), trained
 
-    def validation_accuracy(params, val_depths):
-        logits_all = model.apply(params, g, train=False)[:, g.val_index]
-        return gcn.accuracy(gcn.select_depth(logits_all, val_depths), val_labels)
+def reset(ctx: EnvContext, key: jax.Array, state: EnvState) -> EnvState:
+    """Puts the walkers back on training nodes; the backbone and buffers persist."""
+    return state.replace(nodes=start_nodes(ctx, key))
 
-    def reward_of(state: EnvState, acc):
-        filled = jnp.arange(config.reward_window) < state.history_count
-        baseline = jnp.sum(jnp.where(filled, state.history, 0.0)) / jnp.maximum(filled.sum(), 1)
-        baseline = jnp.where(state.history_count > 0, baseline, acc)  # first step: reward 0
-        history = jnp.roll(state.history, 1).at[0].set(acc)
-        count = jnp.minimum(state.history_count + 1, config.reward_window)
-        return config.reward_scale * (acc - baseline), state.replace(
-            history=history, history_count=count
-        )
 
-    def step(key: jax.Array, state: EnvState, actions: jax.Array, val_depths: jax.Array):
-        """Returns (next EnvState, StepOutput). actions: [W] indices; val_depths: [V] depths."""
-        k_train, k_move = jax.random.split(key)
-        buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train[state.nodes])
-        state, trained = train_gcn(k_train, state.replace(buffers=buffers))
-        acc = validation_accuracy(state.gcn_params, val_depths)
-        reward, state = reward_of(state, acc)
-        depths = actions + config.min_depth
-        next_nodes = move(k_move, state.nodes, depths)
-        return state.replace(nodes=next_nodes), StepOutput(reward, acc, trained)
+def buffer_loss(ctx: EnvContext, params, key: jax.Array, buffers) -> jax.Array:
+    """The sum over full buffers of each buffer's mean cross-entropy at its depth."""
+    cfg = ctx.config
+    mask = action_buffers.entry_mask(buffers)  # [A, cap]
+    depths = jnp.broadcast_to(
+        (jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None], buffers.nodes.shape
+    )
+    ce = ctx.backbone.loss(params, key, buffers.nodes, depths)  # [A, cap]
+    per_buffer = jnp.sum(jnp.where(mask, ce, 0.0), 1) / jnp.maximum(mask.sum(1), 1)
+    # Buffers that fill in the same step share one optimiser step on the sum of their losses.
+    return jnp.sum(jnp.where(action_buffers.full(buffers, cfg.buffer_size), per_buffer, 0.0))
 
-    def move(key, nodes, depths):
-        if config.transition == "labelled":
-            return labelled_transition(key, nodes, depths, g.train_index, train_pos, hops)
-        return walk_transition(key, nodes, depths, g.nbr_indptr, g.nbr_indices, config.max_depth)
 
-    return Env(init, reset, step, model, num_walkers)
+def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
+    """One optimiser step on the full buffers (if any), which are then emptied.
+
+    Returns:
+      (state, trained [] bool, loss [] (0 when nothing trained)).
+    """
+    full = action_buffers.full(state.buffers, ctx.config.buffer_size)
+    loss_fn = functools.partial(buffer_loss, ctx)
+    loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers)
+    updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    trained = jnp.any(full)
+    params, opt_state = tree_select(trained, (params, opt_state), (state.params, state.opt_state))
+    buffers = action_buffers.flush(state.buffers, full)
+    state = state.replace(params=params, opt_state=opt_state, buffers=buffers)
+    return state, trained, jnp.where(trained, loss, 0.0)
+
+
+def validation_accuracy(ctx: EnvContext, params, val_depths: jax.Array) -> jax.Array:
+    """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V]."""
+    g = ctx.graph
+    logits_all = ctx.backbone.logits(params, None)[:, g.val_index]
+    return gcn.accuracy(gcn.select_depth(logits_all, val_depths), g.labels[g.val_index])
+
+
+def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):
+    """r_t = scale * (M_t - mean of the last b values of M); 0 on the first step."""
+    window = ctx.config.reward_window
+    filled = jnp.arange(window) < state.history_count
+    baseline = jnp.sum(jnp.where(filled, state.history, 0.0)) / jnp.maximum(filled.sum(), 1)
+    baseline = jnp.where(state.history_count > 0, baseline, acc)
+    history = jnp.roll(state.history, 1).at[0].set(acc)
+    count = jnp.minimum(state.history_count + 1, window)
+    reward = ctx.config.reward_scale * (acc - baseline)
+    return reward, state.replace(history=history, history_count=count)
+
+
+def step(ctx: EnvContext, key: jax.Array, state: EnvState, actions, val_depths):
+    """Returns (next EnvState, StepOutput). actions: [W] indices; val_depths: [V] depths."""
+    k_train, k_move = jax.random.split(key)
+    is_train = ctx.is_train[state.nodes]
+    buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train)
+    state, trained, loss = train_backbone(ctx, k_train, state.replace(buffers=buffers))
+    acc = validation_accuracy(ctx, state.params, val_depths)
+    reward, state = shared_reward(ctx, state, acc)
+    next_nodes = move(ctx, k_move, state.nodes, actions + ctx.config.min_depth)
+    finite = all_finite(state.params)
+    return state.replace(nodes=next_nodes), StepOutput(reward, acc, trained, loss, finite)
+
+
+def move(ctx: EnvContext, key: jax.Array, nodes: jax.Array, depths: jax.Array) -> jax.Array:
+    g = ctx.graph
+    if ctx.config.transition == "labelled":
+        return labelled_transition(key, nodes, depths, g.train_index, ctx.train_pos, ctx.hops)
+    return walk_transition(key, nodes, depths, g.nbr_indptr, g.nbr_indices, ctx.config.max_depth)
 
 
 def labelled_transition(key, nodes, depths, train_index, train_pos, hops):

@@ -71,7 +71,12 @@ def normalised_adjacency(edges: np.ndarray, num_nodes: int):
 
 
 def from_dataset(ds: data.Dataset) -> Graph:
-    """Moves a host Dataset to the device in the form the model needs."""
+    """Moves a host Dataset to the device in the form the model needs.
+
+    The dataset's invariants are checked again here (a frozen Dataset's arrays can still be
+    edited in place): `propagate`'s symmetric VJP and the neighbour lists below rely on them.
+    """
+    data.validate(ds)
     senders, receivers, weights = normalised_adjacency(ds.edges, ds.num_nodes)
     coo = ds.features.tocoo()
     order = np.lexsort((coo.col, coo.row))

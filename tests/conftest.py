@@ -6,7 +6,6 @@ import os
 import pathlib
 import pickle
 import shutil
-import sys
 
 import jax
 import numpy as np
@@ -14,11 +13,10 @@ import pytest
 import scipy.sparse as sp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("POLICY_GNN_DATA", str(ROOT.parent / "shared" / "data" / "planetoid"))
 os.environ["POLICY_GNN_OFFLINE"] = "1"
 
-from policy_gnn_jax import config as config_lib  # noqa: E402
+from policy_gnn_jax import config as config_lib  # noqa: E402  (after the variables above)
 from policy_gnn_jax import data, graph  # noqa: E402
 
 PLANETOID_DIR = pathlib.Path(os.environ["POLICY_GNN_DATA"])

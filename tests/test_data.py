@@ -137,7 +137,7 @@ def test_download_verifies_and_caches(tmp_path, cora, monkeypatch):
     """The download path, fed from a local file:// mirror (tests never touch the network)."""
     monkeypatch.delenv("POLICY_GNN_OFFLINE")
     monkeypatch.delenv("POLICY_GNN_DATA")
-    monkeypatch.setattr(data, "PLANETOID_URL", PLANETOID_DIR.resolve().as_uri())
+    monkeypatch.setattr(data.planetoid, "PLANETOID_URL", PLANETOID_DIR.resolve().as_uri())
     cache = tmp_path / "cache"
     ds = data.load_planetoid("cora", cache_dir=cache)
     assert ds.num_edges == cora.num_edges
@@ -151,7 +151,7 @@ def test_a_bad_download_is_not_kept(tmp_path, monkeypatch):
     mirror.mkdir()
     (mirror / "ind.cora.x").write_bytes(b"not the file")
     monkeypatch.delenv("POLICY_GNN_OFFLINE")
-    monkeypatch.setattr(data, "PLANETOID_URL", mirror.as_uri())
+    monkeypatch.setattr(data.planetoid, "PLANETOID_URL", mirror.as_uri())
     with pytest.raises(data.DataError, match="SHA-256"):
         data.resolve_raw_file("ind.cora.x", [], tmp_path / "cache", data.PLANETOID_SHA256, True)
     assert not (tmp_path / "cache" / "ind.cora.x").exists()

@@ -35,7 +35,7 @@ def _run(ds, g, hops, random_policy):
 
 
 def test_planted_generator_plants_what_it_says():
-    ds = data.make_planted_depth(num_units=50, seed=1)
+    ds = data.make_planted_depth(num_units=50, num_train=10, num_val=20, seed=1)
     deep = data.planted_deep_nodes(ds)
     targets = np.concatenate([ds.train_index, ds.val_index, ds.test_index])
     assert deep[targets].any() and (~deep[targets]).any()

@@ -1,20 +1,17 @@
-"""One experiment = one method on one dataset over many seeds, as one vmapped run; its record."""
+"""The results record of a sweep (what results.json holds), and its one-line summary."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-import json
 import os
 import pathlib
 import platform
-import time
 
 import jax
 import numpy as np
 
-from policy_gnn_jax import baseline, data, graph, runner, train
-from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import checkpoint
 
 METHODS = ("policy-gnn", "random", "gcn")
 _PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "jraph", "numpy", "scipy")
@@ -44,35 +41,8 @@ def mean_std(values) -> dict:
     }
 
 
-def run(
-    ds: data.Dataset,
-    config: config_lib.Config,
-    method: str,
-    num_seeds: int,
-    seed: int = 0,
-    progress: bool = True,
-) -> dict:
-    """Trains `method` on `ds` for seeds derived from `seed`, all in one jit(vmap(.)).
-
-    Returns:
-      The results record (see README, "Results file").
-    """
-    if method not in METHODS:
-        raise config_lib.ConfigError(f"Unknown method {method!r}: choose one of {METHODS}.")
-    if num_seeds < 1:
-        raise config_lib.ConfigError(f"--seeds must be >= 1, got {num_seeds}.")
-    g = graph.from_dataset(ds)
-    keys = runner.seed_keys(seed, num_seeds)
-    start = time.perf_counter()
-    if method == "gcn":
-        trainer = baseline.make_baseline(config, g)
-        desc = f"gcn depth {config.depth} on {ds.name}"
-    else:
-        config = dataclasses.replace(config, random_policy=(method == "random"))
-        trainer = train.make_train(config, g, graph.train_hop_distances(ds, config.max_depth))
-        desc = f"{method} on {ds.name}"
-    _, metrics, results = runner.run_trainer(trainer, keys, desc=desc, progress=progress)
-    wall = time.perf_counter() - start
+def build(ds, config, method: str, num_seeds: int, seed: int, metrics, results, wall) -> dict:
+    """The results record (README, "Results file") of one finished sweep."""
     record = {
         "dataset": ds.name,
         "method": method,
@@ -84,6 +54,7 @@ def run(
         "wall_time_s": wall,
         "versions": package_versions(),
         "dataset_summary": ds.summary(),
+        "dataset_fingerprint": ds.fingerprint(),
     }
     if method == "gcn":
         record["best_epoch"] = results["best_epoch"].tolist()
@@ -147,11 +118,9 @@ def _policy_fields(config, metrics, results) -> dict:
 
 
 def save(record: dict, out_dir: str | pathlib.Path) -> pathlib.Path:
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.json"
-    path.write_text(json.dumps(record, indent=2))
-    return path
+    """Writes <out_dir>/results.json atomically (a crash never leaves a truncated file)."""
+    out = checkpoint.check_writable_dir(out_dir)
+    return checkpoint.atomic_write_json(out / "results.json", record)
 
 
 def summary_line(record: dict) -> str:

@@ -1,0 +1,92 @@
+"""The agent interface: the meta-policy that picks each node's depth, as pure functions.
+
+The MDP loop (`train.mdp_step`) reads as `act -> env.step -> learn -> keep_best` and only calls
+these functions, so a new RL algorithm is one new module returning an `Agent`; the loop does not
+change. `dqn.dqn_agent` is the paper's Double DQN; `random_agent` is the random-policy baseline.
+
+Actions are indices 0..A-1 (depth = action + min_depth); `depths` returns depths.
+A *policy* is the frozen pytree that decides depths (for the DQN: Q-network parameters and the
+state normaliser's statistics). The loop keeps the policy of the best validation step in its
+snapshot and evaluates test nodes with it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from policy_gnn_jax import replay
+
+AgentState = Any  # a pytree
+Policy = Any  # a pytree
+
+
+class Agent(NamedTuple):
+    """A meta-policy as pure functions. W walkers, M nodes, A actions.
+
+    Attributes:
+      init: key -> (agent state, initial policy).
+      act: (key, state, nodes [W], step []) -> (state, policy, actions [W]): the exploring
+        choice for the walkers, and the policy that the greedy choices of this step follow.
+      depths: (key, policy, nodes [M]) -> depths [M]: the policy's evaluation choice.
+      learn: (key, state, policy, transition of [W] node ids, step []) -> (state, metrics): the
+        metrics are scalars: `td_loss`, `dqn_updates`, `epsilon`, `agent_finite`.
+      num_actions: A.
+    """
+
+    init: Callable[[jax.Array], tuple[AgentState, Policy]]
+    act: Callable[[jax.Array, AgentState, jax.Array, jax.Array], tuple[AgentState, Policy, Any]]
+    depths: Callable[[jax.Array, Policy, jax.Array], jax.Array]
+    learn: Callable[
+        [jax.Array, AgentState, Policy, replay.Transition, jax.Array], tuple[AgentState, dict]
+    ]
+    num_actions: int
+
+
+def idle_metrics(epsilon: float) -> dict:
+    """The learn metrics of an agent that does not learn."""
+    return {
+        "td_loss": jnp.zeros((), jnp.float32),
+        "dqn_updates": jnp.zeros((), jnp.int32),
+        "epsilon": jnp.full((), epsilon, jnp.float32),
+        "agent_finite": jnp.ones((), bool),
+    }
+
+
+def _random_init(key):
+    del key
+    return (), ()
+
+
+def _random_act(num_actions: int, key, state, nodes, step):
+    del step
+    # The same draws as dqn.epsilon_greedy with epsilon 1 (explore, then a uniform action), so
+    # the random policy reproduces the runs made when it was the DQN loop with epsilon 1.
+    _, k_random = jax.random.split(key)
+    return state, (), jax.random.randint(k_random, nodes.shape, 0, num_actions)
+
+
+def _random_depths(min_depth: int, max_depth: int, key, policy, nodes):
+    del policy
+    return jax.random.randint(key, nodes.shape, min_depth, max_depth + 1)
+
+
+def _idle_learn(key, state, policy, transition, step):
+    del key, policy, transition, step
+    return state, idle_metrics(1.0)
+
+
+def random_agent(min_depth: int, max_depth: int) -> Agent:
+    """Uniformly random depths in training and at evaluation (ALGORITHM.md section 7)."""
+    num_actions = max_depth - min_depth + 1
+    return Agent(
+        init=_random_init,
+        act=functools.partial(_random_act, num_actions),
+        depths=functools.partial(_random_depths, min_depth, max_depth),
+        learn=_idle_learn,
+        num_actions=num_actions,
+    )

@@ -1,0 +1,90 @@
+"""The reference-protocol audit (ALGORITHM.md section 6), an optional observer of the MDP step.
+
+It measures, at every step, the released code's test metric: the macro accuracy over depth groups
+(the unweighted mean of each group's test accuracy), and the size of each group. It reads test
+labels during training, so it is opt-in (`Config.audit`) and never a headline. It draws from its
+own key, and nothing it computes flows back into training, so the honest results are unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from policy_gnn_jax import gcn
+
+
+class Observer(NamedTuple):
+    """An observer of the step. observe: (key, backbone params, policy) -> per-step metrics;
+    summarise: per-step metrics of an episode [T, ...] -> per-episode values;
+    evaluate: (snapshot params, test depths) -> final results."""
+
+    observe: Callable
+    summarise: Callable
+    evaluate: Callable
+
+
+class AuditContext(NamedTuple):
+    graph: object
+    backbone: object
+    agent: object
+    min_depth: int
+    max_depth: int
+
+
+def macro_accuracy_over_depths(correct, depths, min_depth: int, max_depth: int) -> jax.Array:
+    """Unweighted mean over the non-empty depth groups of each group's accuracy (the released
+    code's test metric, ALGORITHM.md section 6). correct: [T] bool; depths: [T]."""
+    group = depths[None, :] == jnp.arange(min_depth, max_depth + 1)[:, None]
+    size = group.sum(1)
+    group_acc = jnp.sum(group & correct[None, :], 1) / jnp.maximum(size, 1)
+    return jnp.sum(jnp.where(size > 0, group_acc, 0.0)) / jnp.maximum((size > 0).sum(), 1)
+
+
+def _macro_accuracy(ctx: AuditContext, logits_all, depths) -> jax.Array:
+    g = ctx.graph
+    test_logits = gcn.select_depth(logits_all[:, g.test_index], depths)
+    correct = jnp.argmax(test_logits, -1) == g.labels[g.test_index]
+    return macro_accuracy_over_depths(correct, depths, ctx.min_depth, ctx.max_depth)
+
+
+def observe(ctx: AuditContext, key: jax.Array, params, policy) -> dict:
+    """The macro test accuracy at this step, and the size of each depth group (small groups are
+    what make the macro metric noisy)."""
+    depths = ctx.agent.depths(key, policy, ctx.graph.test_index)
+    logits_all = ctx.backbone.logits(params, None)
+    return {
+        "audit_macro_test_accuracy": _macro_accuracy(ctx, logits_all, depths),
+        "audit_group_sizes": jnp.bincount(depths - ctx.min_depth, length=ctx.agent.num_actions),
+    }
+
+
+def summarise(metrics: dict) -> dict:
+    """Per episode: the mean and maximum macro accuracy, and the group sizes at the maximum."""
+    macro = metrics["audit_macro_test_accuracy"]
+    best = jnp.argmax(macro)
+    return {
+        "audit_macro_test_accuracy": jnp.nanmean(macro, axis=0),
+        "audit_macro_test_accuracy_max": macro[best],
+        "audit_group_sizes_at_max": metrics["audit_group_sizes"][best],
+    }
+
+
+def evaluate(ctx: AuditContext, params, depths) -> dict:
+    """The macro accuracy of the validation-selected snapshot."""
+    return {
+        "audit_macro_test_accuracy": _macro_accuracy(ctx, ctx.backbone.logits(params, None), depths)
+    }
+
+
+def make_audit(config, g, backbone, agent) -> Observer:
+    ctx = AuditContext(g, backbone, agent, config.min_depth, config.max_depth)
+    return Observer(
+        observe=functools.partial(observe, ctx),
+        summarise=summarise,
+        evaluate=functools.partial(evaluate, ctx),
+    )

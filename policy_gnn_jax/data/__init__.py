@@ -1,0 +1,64 @@
+"""Host-side datasets (numpy only): the `Dataset` type and its checks, Planetoid, generators.
+
+Everything here runs before any JAX code; `graph.from_dataset` moves a Dataset to the device.
+"""
+
+from policy_gnn_jax.data.dataset import (
+    DataError,
+    Dataset,
+    InvalidDatasetError,
+    MissingDataError,
+    from_arrays,
+    from_jraph,
+    row_normalise,
+    symmetric_edges,
+    validate,
+)
+from policy_gnn_jax.data.generators import (
+    make_csbm,
+    make_planted_depth,
+    planted_agreement,
+    planted_deep_nodes,
+)
+from policy_gnn_jax.data.planetoid import (
+    DATA_ENV,
+    OFFLINE_ENV,
+    PLANETOID_NAMES,
+    PLANETOID_SHA256,
+    PLANETOID_URL,
+    RAW_SUFFIXES,
+    default_cache_dir,
+    load_planetoid,
+    resolve_raw_file,
+    sha256_of,
+)
+from policy_gnn_jax.data.registry import DATASET_NAMES, check_name, load_dataset
+
+__all__ = [
+    "DATASET_NAMES",
+    "DATA_ENV",
+    "OFFLINE_ENV",
+    "PLANETOID_NAMES",
+    "PLANETOID_SHA256",
+    "PLANETOID_URL",
+    "RAW_SUFFIXES",
+    "DataError",
+    "Dataset",
+    "InvalidDatasetError",
+    "MissingDataError",
+    "check_name",
+    "default_cache_dir",
+    "from_arrays",
+    "from_jraph",
+    "load_dataset",
+    "load_planetoid",
+    "make_csbm",
+    "make_planted_depth",
+    "planted_agreement",
+    "planted_deep_nodes",
+    "resolve_raw_file",
+    "row_normalise",
+    "sha256_of",
+    "symmetric_edges",
+    "validate",
+]

@@ -1,0 +1,391 @@
+"""The host-side `Dataset` and the checks every dataset passes, however it was built.
+
+`from_arrays` and `from_jraph` turn a user's graph into a `Dataset`: they validate, normalise
+(directed edges made symmetric, self-loops and duplicates dropped, saying what changed) and refuse
+what cannot be repaired with a `ValueError` that names the problem and the fix. `Dataset` runs the
+same checks at construction, and `graph.from_dataset` runs them again before anything reaches the
+device, because the fast propagation rule (`gcn.propagate`) is only correct for a symmetric,
+receiver-sorted adjacency: a directed input would otherwise train on silently wrong gradients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class DataError(RuntimeError):
+    """A dataset could not be found, downloaded or verified. The message says what to do."""
+
+
+class MissingDataError(DataError):
+    """A raw file is not on this machine and cannot be downloaded (a sweep skips the dataset)."""
+
+
+class InvalidDatasetError(ValueError):
+    """A dataset's arrays break an invariant. The message names the problem and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A node-classification graph on the host. Validated at construction (`validate`).
+
+    Attributes:
+      name: dataset name.
+      features: [N, F] float32 features, scipy CSR (Planetoid's are row-normalised).
+      labels: [N] int32 class ids; -1 where a node has no label (it must then be in no split).
+      edges: [2, E] int32 directed edges (sender, receiver): symmetric, no self-loops, no
+        duplicates, sorted by (receiver, sender).
+      train_index, val_index, test_index: int32 node ids of each split: non-empty, disjoint.
+      num_classes: C.
+    """
+
+    name: str
+    features: sp.csr_matrix
+    labels: np.ndarray
+    edges: np.ndarray
+    train_index: np.ndarray
+    val_index: np.ndarray
+    test_index: np.ndarray
+    num_classes: int
+
+    def __post_init__(self):
+        validate(self)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.features.shape[0]
+
+    @property
+    def num_features(self) -> int:
+        return self.features.shape[1]
+
+    @property
+    def num_edges(self) -> int:
+        return self.edges.shape[1]
+
+    def summary(self) -> str:
+        return (
+            f"{self.name}: {self.num_nodes} nodes, {self.num_features} features, "
+            f"{self.num_classes} classes, {self.num_edges} directed edges, "
+            f"train/val/test {len(self.train_index)}/{len(self.val_index)}/{len(self.test_index)}"
+        )
+
+    def fingerprint(self) -> str:
+        """SHA-256 of every array: a checkpoint or a saved fit is only resumed on the same data."""
+        digest = hashlib.sha256()
+        feats = self.features
+        for array in (
+            feats.indptr,
+            feats.indices,
+            feats.data,
+            np.asarray(feats.shape),
+            self.labels,
+            self.edges,
+            self.train_index,
+            self.val_index,
+            self.test_index,
+        ):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
+
+    def to_jraph(self):
+        """The graph as a one-graph `jraph.GraphsTuple`: dense float32 node features [N, F],
+        senders and receivers as stored (symmetric, receiver-sorted), no edge features."""
+        import jraph  # imported here: the host-side data code does not need JAX otherwise
+
+        return jraph.GraphsTuple(
+            nodes=self.features.toarray(),
+            edges=None,
+            senders=self.edges[0].copy(),
+            receivers=self.edges[1].copy(),
+            n_node=np.array([self.num_nodes], np.int32),
+            n_edge=np.array([self.num_edges], np.int32),
+            globals=None,
+        )
+
+
+def _fail(problem: str, fix: str):
+    raise InvalidDatasetError(f"{problem} {fix}")
+
+
+def validate(ds: Dataset) -> None:
+    """Checks every invariant the model relies on; raises InvalidDatasetError naming the fix."""
+    if not sp.isspmatrix_csr(ds.features) or ds.features.dtype != np.float32:
+        _fail(
+            f"features must be a float32 scipy CSR matrix, got {type(ds.features).__name__} "
+            f"of {getattr(ds.features, 'dtype', '?')}.",
+            "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
+        )
+    n = ds.num_nodes
+    if n < 1 or ds.num_features < 1:
+        _fail(f"features have shape {ds.features.shape}.", "Need at least one node and feature.")
+    if not np.all(np.isfinite(ds.features.data)):
+        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+    if ds.num_classes < 2:
+        _fail(f"num_classes is {ds.num_classes}.", "Node classification needs at least 2.")
+    _check_labels(ds.labels, n, ds.num_classes)
+    _check_edges(ds.edges, n)
+    _check_splits(ds, n)
+
+
+def _check_labels(labels, n, num_classes):
+    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
+        _fail(
+            f"labels must be an integer array of shape ({n},), got {labels.dtype} {labels.shape}.",
+            "Pass one class id per node (-1 for unlabelled nodes).",
+        )
+    if labels.size and (labels.min() < -1 or labels.max() >= num_classes):
+        _fail(
+            f"labels must lie in -1..{num_classes - 1}, got {labels.min()}..{labels.max()}.",
+            "Use class ids 0..C-1, and -1 only for nodes in no split.",
+        )
+
+
+def _check_edges(edges, n):
+    if edges.ndim != 2 or edges.shape[0] != 2 or not np.issubdtype(edges.dtype, np.integer):
+        _fail(
+            f"edges must be an integer array of shape [2, E], got {edges.dtype} {edges.shape}.",
+            "Pass (senders, receivers) as two rows.",
+        )
+    if edges.size == 0:
+        return
+    if edges.min() < 0 or edges.max() >= n:
+        _fail(
+            f"edge endpoints must lie in 0..{n - 1}, got {edges.min()}..{edges.max()}.",
+            "Fix the node ids in the edge list.",
+        )
+    s, r = edges.astype(np.int64)
+    if np.any(s == r):
+        _fail("edges contain self-loops.", "Drop them (from_arrays does; Â adds its own).")
+    key = r * n + s
+    if np.any(np.diff(key) <= 0):
+        _fail(
+            "edges are not sorted by (receiver, sender) without duplicates.",
+            "Build the dataset with from_arrays, or sort with data.symmetric_edges.",
+        )
+    if not np.array_equal(key, np.sort(s * n + r)):
+        _fail(
+            "edges are directed: some (u, v) has no (v, u).",
+            "The GCN's Â must be symmetric: add the reverse edges (from_arrays(symmetrise=True)).",
+        )
+
+
+def _check_splits(ds, n):
+    splits = {"train": ds.train_index, "val": ds.val_index, "test": ds.test_index}
+    seen = np.zeros(n, bool)
+    for name, index in splits.items():
+        if index.ndim != 1 or not np.issubdtype(index.dtype, np.integer) or index.size == 0:
+            _fail(
+                f"{name}_index must be a non-empty 1-D integer array, got {index.dtype} "
+                f"{index.shape}.",
+                "Pass the node ids of each split.",
+            )
+        if index.min() < 0 or index.max() >= n:
+            _fail(
+                f"{name}_index has ids outside 0..{n - 1} ({index.min()}..{index.max()}).",
+                "Fix the split's node ids.",
+            )
+        if np.unique(index).size != index.size:
+            _fail(f"{name}_index repeats node ids.", "List each node once.")
+        if np.any(seen[index]):
+            _fail(f"{name}_index overlaps another split.", "Make train/val/test disjoint.")
+        seen[index] = True
+        if np.any(ds.labels[index] < 0):
+            _fail(
+                f"{np.sum(ds.labels[index] < 0)} nodes of {name}_index have no label (-1).",
+                "Give every split node a class id, or leave it out of the split.",
+            )
+
+
+def symmetric_edges(senders: np.ndarray, receivers: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Symmetrises, drops self-loops and duplicates; returns [2, E] sorted by (receiver, sender)."""
+    senders, receivers = np.asarray(senders), np.asarray(receivers)
+    if len(senders) and (
+        min(senders.min(), receivers.min()) < 0 or max(senders.max(), receivers.max()) >= num_nodes
+    ):
+        raise InvalidDatasetError(
+            f"edge endpoint outside 0..{num_nodes - 1}: fix the node ids in the edge list."
+        )
+    s = np.concatenate([senders, receivers]).astype(np.int64)
+    r = np.concatenate([receivers, senders]).astype(np.int64)
+    keep = s != r
+    key = np.unique(r[keep] * num_nodes + s[keep])
+    return np.stack([key % num_nodes, key // num_nodes]).astype(np.int32)
+
+
+def row_normalise(features: sp.csr_matrix) -> sp.csr_matrix:
+    """Divides each row by its sum (rows summing to 0 stay 0), as PyG's NormalizeFeatures."""
+    row_sum = np.asarray(features.sum(1)).reshape(-1)
+    scale = 1.0 / np.where(row_sum == 0, 1.0, row_sum)
+    return sp.csr_matrix(sp.diags(scale.astype(np.float32)) @ features, dtype=np.float32)
+
+
+def _as_index(name: str, values) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype == bool:
+        _fail(f"{name} is a boolean mask.", f"Pass node ids: np.flatnonzero({name}).")
+    if array.ndim != 1 or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
+        _fail(f"{name} must be a 1-D array of node ids, got {array.dtype} {array.shape}.", "")
+    return array.astype(np.int64)
+
+
+def _as_features(features) -> sp.csr_matrix:
+    if sp.issparse(features):
+        matrix = sp.csr_matrix(features, dtype=np.float32)
+    else:
+        dense = np.asarray(features)
+        if dense.ndim != 2 or not np.issubdtype(dense.dtype, np.number):
+            _fail(
+                f"features must be a numeric [N, F] array, got {dense.dtype} {dense.shape}.",
+                "Pass one feature row per node (dense or scipy.sparse).",
+            )
+        if not np.all(np.isfinite(dense)):
+            _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+        matrix = sp.csr_matrix(dense.astype(np.float32))
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    if not np.all(np.isfinite(matrix.data)):
+        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+    return matrix
+
+
+def _normalise_edges(edges, num_nodes: int, symmetrise: bool) -> tuple[np.ndarray, list[str]]:
+    """Returns the stored edge list and a list of what was changed."""
+    edges = np.asarray(edges)
+    if edges.ndim != 2 or edges.shape[0] != 2:
+        _fail(f"edges must have shape [2, E], got {edges.shape}.", "Pass (senders, receivers).")
+    if edges.size and not np.issubdtype(edges.dtype, np.integer):
+        _fail(f"edges must be integer node ids, got {edges.dtype}.", "Cast them to int.")
+    s, r = edges.astype(np.int64)
+    if s.size and (min(s.min(), r.min()) < 0 or max(s.max(), r.max()) >= num_nodes):
+        _fail(
+            f"edge endpoints must lie in 0..{num_nodes - 1}, got {min(s.min(), r.min())}.."
+            f"{max(s.max(), r.max())}.",
+            "Fix the node ids in the edge list.",
+        )
+    loops = int(np.sum(s == r))
+    s, r = s[s != r], r[s != r]
+    unique = np.unique(r * num_nodes + s)
+    duplicates = s.size - unique.size
+    stored = symmetric_edges(s, r, num_nodes)
+    added = stored.shape[1] - unique.size
+    if added and not symmetrise:
+        _fail(
+            f"the graph is directed: {added} of its edges have no reverse edge.",
+            "The GCN needs a symmetric adjacency: pass symmetrise=True to add the reverse edges, "
+            "or add them yourself.",
+        )
+    changes = [
+        f"{what} {count} {noun}"
+        for what, count, noun in (
+            ("dropped", loops, "self-loops (Â adds its own)"),
+            ("dropped", duplicates, "duplicate edges"),
+            ("added", added, "reverse edges to make the graph symmetric"),
+        )
+        if count
+    ]
+    return stored, changes
+
+
+def from_arrays(
+    features,
+    edges,
+    labels,
+    train_index,
+    val_index,
+    test_index,
+    *,
+    name: str = "custom",
+    symmetrise: bool = True,
+    num_classes: int | None = None,
+) -> Dataset:
+    """A `Dataset` from NumPy arrays, validated and normalised.
+
+    Args:
+      features: [N, F] dense array or scipy.sparse matrix (used as given: no row normalisation).
+      edges: [2, E] integer (sender, receiver) pairs in any order.
+      labels: [N] integer class ids, -1 for unlabelled nodes (which must be in no split).
+      train_index, val_index, test_index: node ids of each split (non-empty, disjoint).
+      name: the dataset's name in results.
+      symmetrise: add the reverse of every directed edge; with False a directed graph is refused.
+      num_classes: C (default: the largest label + 1).
+
+    Returns:
+      The Dataset. What was changed (self-loops, duplicates, reverse edges) is reported with
+      `warnings.warn`.
+
+    Raises:
+      ValueError (InvalidDatasetError): a problem that cannot be repaired, naming the fix.
+    """
+    feats = _as_features(features)
+    n = feats.shape[0]
+    labels = np.asarray(labels)
+    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
+        _fail(
+            f"labels must be integers of shape ({n},) (one per feature row), got {labels.dtype} "
+            f"{labels.shape}.",
+            "Pass one class id per node, -1 for unlabelled nodes.",
+        )
+    stored, changes = _normalise_edges(edges, n, symmetrise)
+    if changes:
+        warnings.warn(f"from_arrays({name!r}): " + "; ".join(changes) + ".", stacklevel=2)
+    classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
+    return Dataset(
+        name=name,
+        features=feats,
+        labels=labels.astype(np.int32),
+        edges=stored,
+        train_index=_as_index("train_index", train_index).astype(np.int32),
+        val_index=_as_index("val_index", val_index).astype(np.int32),
+        test_index=_as_index("test_index", test_index).astype(np.int32),
+        num_classes=classes,
+    )
+
+
+def from_jraph(
+    graph,
+    labels,
+    train_index,
+    val_index,
+    test_index,
+    *,
+    name: str = "custom",
+    symmetrise: bool = True,
+    num_classes: int | None = None,
+) -> Dataset:
+    """A `Dataset` from a one-graph `jraph.GraphsTuple` whose `nodes` are the [N, F] features.
+
+    Edge features (`graph.edges`) are not used: Â's weights come from the structure alone.
+    Everything else is as `from_arrays`.
+    """
+    n_node = np.asarray(graph.n_node).reshape(-1)
+    if n_node.size != 1:
+        _fail(
+            f"the GraphsTuple holds {n_node.size} graphs.",
+            "Pass one graph (node classification on one graph); jraph.unbatch splits a batch.",
+        )
+    nodes = graph.nodes
+    if isinstance(nodes, dict):
+        _fail(
+            f"graph.nodes is a dict with keys {sorted(nodes)}.",
+            "Pass a GraphsTuple whose nodes are the [N, F] feature array.",
+        )
+    if graph.edges is not None:
+        warnings.warn("from_jraph: edge features are ignored (Â is built from the structure).")
+    edges = np.stack([np.asarray(graph.senders), np.asarray(graph.receivers)])
+    return from_arrays(
+        np.asarray(nodes),
+        edges,
+        labels,
+        train_index,
+        val_index,
+        test_index,
+        name=name,
+        symmetrise=symmetrise,
+        num_classes=num_classes,
+    )
