@@ -7,6 +7,7 @@ dropped, and a flushed buffer trains on all its entries (between buffer_size and
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -34,6 +35,9 @@ def add(state: BufferState, nodes: jax.Array, actions: jax.Array, valid: jax.Arr
       actions: [W] action indices in 0..A-1.
       valid: [W] bool.
     """
+    chex.assert_rank([nodes, actions, valid], 1)
+    chex.assert_equal_shape([nodes, actions, valid])
+    chex.assert_type([nodes, actions, valid], [int, int, bool])
     num_actions, capacity = state.nodes.shape
     chosen = (actions[None, :] == jnp.arange(num_actions)[:, None]) & valid[None, :]  # [A, W]
     slot = state.count[:, None] + jnp.cumsum(chosen, axis=1) - 1

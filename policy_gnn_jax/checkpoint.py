@@ -93,18 +93,13 @@ def keys_to_data(tree):
 
 
 def data_to_keys(tree, like):
-    """The inverse of `keys_to_data`, guided by `like` (a tree with the typed keys' places)."""
+    """The inverse of `keys_to_data`, guided by `like` (a tree with the typed keys' places).
+
+    Keys are rewrapped with the default implementation, the one `runner.seed_keys` made them
+    with (`jax.random.key`)."""
     return jax.tree.map(
-        lambda x, ref: (
-            jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref)) if _is_key(ref) else x
-        ),
-        tree,
-        like,
+        lambda x, ref: jax.random.wrap_key_data(x) if _is_key(ref) else x, tree, like
     )
-
-
-def _abstract(tree):
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), tree)
 
 
 class Checkpointer:
@@ -151,7 +146,7 @@ class Checkpointer:
                 f"start this run from scratch."
             )
         target = {
-            "state": _abstract(keys_to_data(state_like)),
+            "state": jax.eval_shape(keys_to_data, state_like),
             "metrics": metrics_like_fn(meta["units_done"]),
         }
         try:

@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="save the whole state there every few chunks; the same command resumes from it",
     )
     p.add_argument("--checkpoint-every", type=int, default=5, help="chunks between checkpoints")
+    p.add_argument(
+        "--episodes-per-call",
+        type=int,
+        default=10,
+        help="episodes per compiled call (a chunk: the progress and checkpoint granularity)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument(
         "--audit",
@@ -93,6 +99,7 @@ def config_from_args(args) -> config_lib.Config:
         gcn_lr=args.gcn_lr,
         q_lr=args.q_lr,
         audit=args.audit,
+        episodes_per_call=args.episodes_per_call,
     )
 
 

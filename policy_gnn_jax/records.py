@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import json
 import os
 import pathlib
 import platform
@@ -60,7 +61,8 @@ def build(ds, config, method: str, num_seeds: int, seed: int, metrics, results, 
         record["best_epoch"] = results["best_epoch"].tolist()
     else:
         record.update(_policy_fields(config, metrics, results))
-    return record
+    # JSON-native (tuples become lists), so the record equals what results.json reads back.
+    return json.loads(json.dumps(record))
 
 
 AUDIT_EXPLANATION = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -42,7 +43,14 @@ def init(capacity: int) -> ReplayState:
 
 
 def add(state: ReplayState, batch: Transition) -> ReplayState:
-    """Writes a batch of W transitions at the ring position, overwriting the oldest when full."""
+    """Writes a batch of W transitions at the ring position, overwriting the oldest when full.
+
+    Node ids and actions must be integers and rewards floats, all of shape [W]: a wrong dtype is
+    an error here rather than a silent cast.
+    """
+    chex.assert_rank(list(batch), 1)
+    chex.assert_equal_shape(list(batch))
+    chex.assert_type([batch.node_tm1, batch.a_tm1, batch.node_t, batch.r_t], [int, int, int, float])
     width = batch.r_t.shape[0]
     if width > state.capacity:
         raise ValueError(f"adding {width} transitions at once exceeds capacity {state.capacity}")

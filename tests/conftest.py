@@ -2,6 +2,7 @@
 is found through the same variable the loader reads ($POLICY_GNN_DATA), by default the shared
 copy beside the project."""
 
+import importlib.util
 import os
 import pathlib
 import pickle
@@ -92,3 +93,12 @@ def pubmed_stand_in(tmp_path_factory):
     with open(folder / "ind.pubmed.allx", "wb") as f:
         pickle.dump(sp.vstack([x, rest]).tocsr(), f)
     return folder, data.sha256_of(folder / "ind.pubmed.allx")
+
+
+@pytest.fixture(scope="session")
+def reproduce_module():
+    """experiments/reproduce.py as a module (it is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "experiments/reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,23 +2,13 @@
 not on this machine), with a dataset that cannot be loaded listed as skipped."""
 
 import argparse
-import importlib.util
 import json
-
-from conftest import ROOT
 
 from policy_gnn_jax import data
 
 
-def _reproduce_module():
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "experiments/reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
-    pubmed_stand_in, tmp_path, monkeypatch
+    pubmed_stand_in, tmp_path, monkeypatch, reproduce_module
 ):
     folder, allx_sha = pubmed_stand_in
     monkeypatch.setitem(data.PLANETOID_SHA256, "ind.pubmed.allx", allx_sha)
@@ -35,7 +25,7 @@ def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
         data_dir=str(folder),
         out=str(out),
     )
-    _reproduce_module().table(args)
+    reproduce_module.table(args)
 
     table = json.loads((out / "table3.json").read_text())
     assert set(table["skipped"]) == {"citeseer"}

@@ -44,6 +44,7 @@ def test_same_seed_is_bit_identical_and_seeds_differ(policy_setup):
 
 def test_scan_body_compiles_once(policy_setup):
     _, _, trainer = policy_setup
+
     def one_chunk(state):
         return trainer.train_chunk(state, trainer.per_call)
 
@@ -112,6 +113,7 @@ def test_baseline_learns_deterministically(small_graph):
     assert not np.array_equal(m1["loss"][0], m1["loss"][1])
     assert m1["loss"][:, -1].mean() < m1["loss"][:, 0].mean()
     assert np.all(r1["test_accuracy"] > 0.6)
+
     def one_chunk(state):
         return b.train_chunk(state, 20)
 

@@ -1,0 +1,81 @@
+"""Checkpoints: a run killed with SIGKILL resumes and ends bit-identical; a checkpoint of another
+run or a damaged one is refused with a clear error."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import policy_gnn_jax as pg
+from policy_gnn_jax import checkpoint
+
+COMMAND = [
+    sys.executable, "-m", "policy_gnn_jax.cli",
+    "--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "2", "--episodes", "6",
+    "--episodes-per-call", "2", "--steps-per-episode", "2", "--buffer-size", "16",
+    "--no-progress",
+]  # fmt: skip
+COMPARED = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "best_step", "test_depths",
+            "train_action_share", "gcn_updates_per_step")  # fmt: skip
+
+
+def _run(*extra, env=None):
+    return subprocess.run([*COMMAND, *extra], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_killed_run_resumes_to_a_bit_identical_result(tmp_path):
+    reference = _run("--out", str(tmp_path / "reference"))
+    assert reference.returncode == 0, reference.stderr
+    ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+    env = {**os.environ, checkpoint.KILL_AFTER_SAVES_ENV: "1"}
+    killed = _run("--out", out, "--checkpoint-dir", ckpt, "--checkpoint-every", "1", env=env)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr  # died after its first save
+    assert not (pathlib.Path(out) / "results.json").exists()
+    resumed = _run("--out", out, "--checkpoint-dir", ckpt, "--checkpoint-every", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "2 of 6 episodes already done" in resumed.stdout
+    want = json.loads((tmp_path / "reference" / "results.json").read_text())
+    got = json.loads((pathlib.Path(out) / "results.json").read_text())
+    for field in COMPARED:
+        assert got[field] == want[field], field
+
+
+@pytest.fixture(scope="module")
+def finished(small_dataset, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ckpt")
+    config = pg.Config.tiny(num_episodes=4, episodes_per_call=2)
+    fit = pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=folder,
+                 checkpoint_every=1)  # fmt: skip
+    return folder, config, fit
+
+
+def test_rerun_of_a_finished_run_reads_the_final_checkpoint(finished, small_dataset):
+    folder, config, fit = finished
+    again = pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=folder)
+    for field in COMPARED:
+        assert again.record[field] == fit.record[field], field
+    np.testing.assert_array_equal(again.predict(small_dataset.test_index),
+                                  fit.predict(small_dataset.test_index))  # fmt: skip
+
+
+def test_a_checkpoint_of_another_run_is_refused(finished, small_dataset):
+    folder, config, _ = finished
+    with pytest.raises(pg.CheckpointError, match="different run"):
+        pg.fit(small_dataset, config, seeds=3, progress=False, checkpoint_dir=folder)
+
+
+def test_a_damaged_checkpoint_is_named_with_the_fix(finished, small_dataset, tmp_path):
+    folder, config, _ = finished
+    damaged = tmp_path / "damaged"
+    subprocess.run(["cp", "-r", str(folder), str(damaged)], check=True)
+    latest = max(int(p.name) for p in damaged.iterdir() if p.name.isdigit())
+    for path in (damaged / str(latest) / "run").rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"garbage")
+    with pytest.raises(pg.CheckpointError, match=r"could not be read.*Delete"):
+        pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=damaged)

@@ -1,0 +1,249 @@
+"""Results that cannot be silently wrong: one test per defect found in issue 8, and bad input.
+
+Every bad input must end in a clear error (the scripts: one `error:` line, exit status 2) before
+any training where it can be known then, never in a traceback or a plausible wrong number.
+"""
+
+import dataclasses
+import os
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import policy_gnn_jax as pg
+from policy_gnn_jax import (
+    action_buffers,
+    audit,
+    baseline,
+    checkpoint,
+    cli,
+    graph,
+    replay,
+    runner,
+    train,
+)
+
+# A generated graph the CLI can build quickly: 1600 nodes covers csbm's default splits.
+CSBM = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--no-progress"]
+SMALL_RUN = ["--episodes", "1", "--steps-per-episode", "2", "--buffer-size", "16"]
+
+
+def _cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- divergence -------------------------------------------------------------------------------
+
+
+def test_gcn_divergence_is_an_error_naming_the_episode_and_the_learning_rate(small_dataset):
+    """Before: NaN GCN parameters with a finite validation accuracy reported a plausible 0.25."""
+    with pytest.raises(pg.DivergenceError, match=r"episode 1 .*backbone.*--gcn-lr.*1e\+30"):
+        pg.fit(small_dataset, pg.Config.tiny(gcn_lr=1e30), seeds=1, progress=False)
+
+
+def test_q_network_divergence_names_the_q_learning_rate(small_dataset):
+    with pytest.raises(pg.DivergenceError, match=r"agent.*--q-lr"):
+        pg.fit(small_dataset, pg.Config.tiny(q_lr=1e30, num_episodes=4), seeds=1, progress=False)
+
+
+def test_fixed_depth_divergence_is_caught(small_dataset):
+    config = pg.Config.tiny(gcn_lr=1e30, epochs=20)
+    with pytest.raises(pg.DivergenceError, match=r"epoch \d+ .*backbone.*--gcn-lr"):
+        pg.fit(small_dataset, config, method="gcn", seeds=1, progress=False)
+
+
+def test_cli_divergence_exits_2_with_one_error_line(capsys, tmp_path):
+    code, _, err = _cli(capsys, *CSBM, *SMALL_RUN, "--gcn-lr", "1e30", "--out", str(tmp_path))
+    assert code == 2
+    assert err.startswith("error: training diverged in episode 1") and "Traceback" not in err
+    assert not (tmp_path / "results.json").exists()
+
+
+# --- exactly what was asked --------------------------------------------------------------------
+
+
+def test_exactly_the_episodes_and_epochs_asked(small_dataset, small_graph):
+    """Before: the last chunk ran whole (2 asked -> 10 run; 30 epochs -> a curve of 40)."""
+    cfg = pg.Config.tiny(num_episodes=3, episodes_per_call=2)
+    hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
+    _, metrics, results = runner.run_trainer(
+        train.make_trainer(cfg, small_graph, hops), runner.seed_keys(0, 2), progress=False
+    )
+    chex.assert_shape(metrics["val_accuracy"], (2, 3))
+    assert np.all(results["best_step"] < cfg.num_steps)
+    b = baseline.make_baseline(pg.Config.tiny(epochs=30), small_graph, epochs_per_chunk=20)
+    _, metrics, results = runner.run_trainer(b, runner.seed_keys(0, 2), progress=False)
+    chex.assert_shape(metrics["loss"], (2, 30))
+    assert np.all(results["best_epoch"] < 30)
+
+
+# --- outputs -----------------------------------------------------------------------------------
+
+
+def test_unwritable_output_is_refused_before_loading_or_training(capsys, tmp_path):
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "below"):
+        code, stdout, err = _cli(capsys, *CSBM, *SMALL_RUN, "--out", str(out))
+        assert code == 2 and err.startswith("error: ") and str(a_file) in err
+        assert "nodes" not in stdout  # refused before the dataset was even built
+
+
+def test_an_interrupted_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
+    path = tmp_path / "results.json"
+    checkpoint.atomic_write_json(path, {"old": 1})
+
+    def crash(fd):
+        raise KeyboardInterrupt  # as if the process died mid-write
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.atomic_write_json(path, {"new": 2})
+    assert checkpoint.read_json(path) == {"old": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # no temp left
+
+
+def test_a_truncated_results_file_is_named_with_the_fix(tmp_path, capsys, cora, reproduce_module):
+    """Before: every later `reproduce.py table` crashed with a bare JSONDecodeError."""
+    bad = tmp_path / "cora" / "gcn-d1" / "results.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"dataset": "cora", "test_acc')
+    code = reproduce_module.main(
+        ["table", "--datasets", "cora", "--preset", "tiny", "--seeds", "1", "--out", str(tmp_path)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and str(bad) in err and "corrupt or truncated" in err and "Delete it" in err
+
+
+def test_load_of_a_damaged_fit_is_a_clear_error(tmp_path):
+    with pytest.raises(pg.CheckpointError, match="no saved fit"):
+        pg.load(tmp_path)
+    (tmp_path / "fit.json").write_text("{")
+    with pytest.raises(pg.CheckpointError, match="corrupt or truncated"):
+        pg.load(tmp_path)
+
+
+# --- bad input to the scripts -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seed", str(2**64)], "--seed must be in 0..4294967295"),
+        (["--seed", "-1"], "--seed must be in"),
+        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--depths", "2-"], "--depths must look like"),
+        (["--depths", "5-2"], "min_depth <= max_depth"),
+        (["--dataset", "coraa"], "Unknown dataset 'coraa'"),
+        (["--dataset", "cora", "--data-dir", "/no/such/dir"], "does not exist"),
+        (["--episodes", "0"], "num_episodes must be >= 1"),
+        (["--csbm-homophily", "1.5"], "homophily must be in [0, 1]"),
+        (["--csbm-nodes", "100"], "csbm splits need"),
+        (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
+    ],
+)
+def test_cli_bad_input_is_one_error_line_and_exit_2(capsys, tmp_path, argv, message):
+    base = ["--dataset", "csbm", "--csbm-nodes", "1600", "--no-progress", "--out", str(tmp_path)]
+    code, _, err = _cli(capsys, *base, *argv)
+    assert code == 2, err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_too_many_seeds_are_refused_with_a_memory_estimate(small_dataset):
+    """Before: --seeds 1000000 ended in an XLA out-of-memory traceback."""
+    with pytest.raises(pg.ResourceError, match=r"seeds need about .* GiB .* use at most \d+ seeds"):
+        pg.fit(small_dataset, pg.Config.tiny(), seeds=10**8, progress=False)
+
+
+def test_reproduce_unknown_dataset_is_an_error_not_an_empty_table(
+    tmp_path, capsys, reproduce_module
+):
+    """Before: `--datasets coraa` exited 0 as "skipped" and overwrote table3 with nothing."""
+    (tmp_path / "table3.md").write_text("the previous table")
+    code = reproduce_module.main(["table", "--datasets", "coraa", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Unknown dataset 'coraa'" in err
+    assert (tmp_path / "table3.md").read_text() == "the previous table"
+
+
+def test_reproduce_missing_data_dir_exits_2(tmp_path, capsys, reproduce_module):
+    code = reproduce_module.main(
+        ["table", "--datasets", "cora", "--data-dir", "/no/such/dir", "--out", str(tmp_path)]
+    )
+    assert code == 2 and "does not exist" in capsys.readouterr().err
+
+
+# --- the loop's parts, alone --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def random_audit_context(small_dataset, small_graph):
+    cfg = pg.Config.tiny(random_policy=True, audit=True)
+    hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
+    return train.make_context(cfg, small_graph, hops)
+
+
+def test_one_mdp_step_alone(random_audit_context):
+    ctx = random_audit_context
+    state = train.init(ctx, jax.random.key(0))
+    new, metrics = jax.jit(lambda s: train.mdp_step(ctx, s))(state)
+    assert int(new.step) == 1 and float(new.best.val_accuracy) == float(metrics["val_accuracy"])
+    assert int(metrics["action_counts"].sum()) == ctx.env.num_walkers
+    chex.assert_trees_all_equal_shapes(new, state)
+
+
+def test_the_audit_key_is_independent_of_every_other(random_audit_context):
+    """Before: the audit drew its test depths with the validation key, so the random policy's
+    audit depths equalled its validation depths element for element."""
+    ctx = random_audit_context
+    seen = {}
+
+    def spy_observe(key, params, policy):
+        seen["audit"] = jax.random.key_data(key)
+        return {}
+
+    spy = audit.Observer(observe=spy_observe, summarise=lambda m: {}, evaluate=lambda p, d: {})
+    ctx = ctx._replace(observer=spy)
+    state = train.init(ctx, jax.random.key(3))
+    train.mdp_step(ctx, state)  # not jitted: the spy sees a concrete key
+    others = jax.random.key_data(jax.random.split(state.key, 5))  # key, act, val, env, learn
+    assert not np.any(np.all(np.asarray(others) == np.asarray(seen["audit"]), axis=1))
+    # And so the random policy's audit depths differ from its validation depths.
+    val = ctx.agent.depths(jax.random.wrap_key_data(others[2]), (), ctx.graph.val_index)
+    audit_depths = ctx.agent.depths(
+        jax.random.wrap_key_data(seen["audit"]), (), ctx.graph.val_index
+    )
+    assert not np.array_equal(val, audit_depths)
+
+
+def test_replay_and_buffers_check_dtypes_at_entry():
+    """Before: replay.add cast whatever it got (float node ids became ints silently)."""
+    memory = replay.init(8)
+    ints, floats = jnp.arange(3), jnp.zeros(3)
+    with pytest.raises(AssertionError):
+        replay.add(memory, replay.Transition(floats, ints, floats, ints))
+    with pytest.raises(AssertionError):
+        replay.add(memory, replay.Transition(ints, ints, ints, ints))  # int rewards
+    buffers = action_buffers.init(2, 4)
+    with pytest.raises(AssertionError):
+        action_buffers.add(buffers, ints, ints, ints)  # valid must be bool
+    with pytest.raises(AssertionError):
+        action_buffers.add(buffers, ints, jnp.arange(4), jnp.ones(3, bool))
+
+
+def test_backbone_too_shallow_for_the_policy_is_refused(small_dataset, small_graph):
+    cfg = pg.Config.tiny()
+    shallow = pg.gcn_backbone(cfg, small_graph, max_depth=cfg.max_depth - 1)
+    hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
+    with pytest.raises(pg.ConfigError, match="backbone has"):
+        train.make_trainer(cfg, small_graph, hops, backbone=shallow)
+
+
+def test_config_replace_is_validated():
+    with pytest.raises(pg.ConfigError):
+        dataclasses.replace(pg.Config.tiny(), dropout=1.0)
