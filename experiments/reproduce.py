@@ -75,8 +75,8 @@ def base_config(args, **overrides) -> config_lib.Config:
 
 
 def policy_config(args, method, **overrides) -> config_lib.Config:
-    """Policy-GNN or the random policy; with the audit on unless --no-audit (the audit reads no
-    randomness, so the honest numbers are the same either way)."""
+    """Policy-GNN or the random policy; with the audit on unless --no-audit (the audit has its
+    own key and feeds nothing back, so the honest numbers are the same either way)."""
     return base_config(args, random_policy=(method == "random"), audit=args.audit, **overrides)
 
 

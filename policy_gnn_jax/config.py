@@ -57,7 +57,8 @@ class Config:
     random_policy: bool = False  # the random-policy baseline: epsilon 1, random eval depths
     # The reference-protocol audit (ALGORITHM.md section 6): also measure the released code's
     # test metric at every step. Reads test labels during training, so it is opt-in and never a
-    # headline; it consumes no randomness, so the honest results are unchanged by it.
+    # headline. It draws from its own key and feeds nothing back, so the honest results are
+    # unchanged by it.
     audit: bool = False
     # Progress reporting: the jitted loop returns to Python every `episodes_per_call` episodes.
     episodes_per_call: int = 10
