@@ -7,6 +7,7 @@ the config and jit compiles once per config.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 TRANSITIONS = ("labelled", "walk")
@@ -110,6 +111,10 @@ def _check(ok: bool, message: str) -> None:
 
 
 def _validate(c: Config) -> None:
+    for f in dataclasses.fields(c):
+        value = getattr(c, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{f.name} must be a finite number, got {value}.")
     _check(c.hidden >= 1, f"hidden must be >= 1, got {c.hidden}.")
     _check(0.0 <= c.dropout < 1.0, f"dropout must be in [0, 1), got {c.dropout}.")
     _check(0.0 <= c.input_dropout < 1.0, f"input_dropout must be in [0, 1), got {c.input_dropout}.")

@@ -145,6 +145,8 @@ def test_load_of_a_damaged_fit_is_a_clear_error(tmp_path):
         (["--csbm-homophily", "1.5"], "homophily must be in [0, 1]"),
         (["--csbm-nodes", "100"], "csbm splits need"),
         (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
+        (["--q-lr", "inf"], "q_lr must be a finite number"),
+        (["--gcn-lr", "nan"], "gcn_lr must be a finite number"),
     ],
 )
 def test_cli_bad_input_is_one_error_line_and_exit_2(capsys, tmp_path, argv, message):
