@@ -1,11 +1,15 @@
 """Timings in one process (medians; the machines are shared, so read the ratios, not the ms).
 
-  python experiments/bench.py --dataset cora
+  python experiments/bench.py --datasets cora citeseer
 
-1. Fixed-depth GCN: time per epoch of the 10-seed vmapped run vs one seed.
-2. Policy-GNN: time per MDP step of the full compiled loop vs its "kernel floor": one GCN
-   forward+backward, one all-depth evaluation forward and one DQN update, each jitted alone.
-3. Policy-GNN: time per MDP step of the vmapped S-seed run vs one seed.
+Per dataset:
+1. one fixed-depth GCN epoch (depth 2, 1 seed): the unit the MDP step is compared with;
+2. one Policy-GNN MDP step (1 seed, paper config) of the full compiled loop, for the dense
+   formulation (dense normaliser window, dense Q-network states: the code before issue 10) and
+   the default (each part as `dqn.dqn_agent` picks it for the graph): `step/epoch = X.XXx`;
+3. the step against its kernel floor: one GCN forward+backward, one all-depth evaluation forward
+   and one DQN update, each jitted alone;
+4. S seeds vmapped against one seed, for the GCN epoch and for the MDP step.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from policy_gnn_jax import baseline, data, dqn, gcn, graph, normaliser, qnet, runner, train
+from policy_gnn_jax import baseline, data, dqn, gcn, graph, qnet, runner, train
 from policy_gnn_jax import config as config_lib
 
 
@@ -34,9 +38,8 @@ def median_s(fn, *args, repeats: int) -> float:
     return float(np.median(times))
 
 
-def chunk_time(trainer, keys, repeats):
-    """Median seconds of one call of the vmapped chunk (`per_call` units), from a warmed-up
-    state."""
+def chunk_time(trainer, keys, repeats: int) -> float:
+    """Median seconds of one call of the vmapped chunk (`per_call` units), warmed up."""
     chunk = functools.partial(trainer.train_chunk, length=trainer.per_call)
     init_v, chunk_v = jax.jit(jax.vmap(trainer.init)), jax.jit(jax.vmap(chunk))
     state = init_v(keys)
@@ -44,18 +47,17 @@ def chunk_time(trainer, keys, repeats):
     return median_s(lambda s: chunk_v(s)[1], state, repeats=repeats)
 
 
-def bench_baseline(cfg, g, seeds, repeats):
-    b = baseline.make_baseline(cfg, g, epochs_per_chunk=20)
-    one = chunk_time(b, runner.seed_keys(0, 1), repeats) / 20
-    many = chunk_time(b, runner.seed_keys(0, seeds), repeats) / 20
-    print(
-        f"[gcn depth {cfg.depth}] per epoch: 1 seed {1e3 * one:.2f} ms, {seeds} seeds vmapped "
-        f"{1e3 * many:.2f} ms -> {many / one:.2f}x the time for {seeds}x the work "
-        f"({seeds * one / many:.2f}x throughput of a loop over seeds)"
-    )
+def epoch_time(cfg, g, seeds: int, repeats: int) -> float:
+    b = baseline.make_baseline(dataclasses.replace(cfg, depth=2), g, epochs_per_chunk=20)
+    return chunk_time(b, runner.seed_keys(0, seeds), repeats) / b.per_call
 
 
-def kernel_floor(cfg, g, key, repeats):
+def step_time(cfg, g, hops, agent, seeds: int, repeats: int) -> float:
+    t = train.make_trainer(cfg, g, hops, agent=agent)
+    return chunk_time(t, runner.seed_keys(0, seeds), repeats) / (t.per_call * cfg.steps_per_episode)
+
+
+def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
     """Seconds of the three kernels one MDP step cannot avoid, each jitted alone."""
     model = gcn.make_gcn(cfg, g, cfg.max_depth)
     params = model.init(key, g, train=False)
@@ -80,56 +82,78 @@ def kernel_floor(cfg, g, key, repeats):
     idx = jnp.arange(cfg.batch_size) % g.num_nodes
     mean, std = jnp.zeros(g.num_features), jnp.ones(g.num_features)
 
-    def dqn_update(s):
-        s_tm1 = normaliser.normalise(g.features[idx], mean, std)
-        return dqn.update(
-            s, s_tm1, idx % cfg.num_actions, idx * 0.1, s_tm1, cfg.gamma, cfg.target_period
-        )
+    def q_of(p):
+        if sparse_states:
+            return qnet.apply_sparse(p, g.feat_ell_idx[idx], g.feat_ell_val[idx], mean, std)
+        return q_model.apply(p, (g.features[idx] - mean) / std)
 
-    parts = {
+    def dqn_update(s):
+        actions, rewards = idx % cfg.num_actions, idx * 0.1
+        return dqn.update_with(s, q_of, q_of, actions, rewards, cfg.gamma, cfg.target_period)
+
+    return {
         "gcn fwd+bwd": median_s(jax.jit(gcn_grad), params, key, repeats=repeats),
         "eval fwd": median_s(jax.jit(eval_forward), params, repeats=repeats),
         "dqn update": median_s(jax.jit(dqn_update), state, repeats=repeats),
     }
-    return parts
 
 
-def bench_policy(cfg, ds, g, seeds, repeats):
+def bench_dataset(name: str, args) -> None:
+    ds = data.load_dataset(name, data_dir=args.data_dir)
+    g = graph.from_dataset(ds)
+    print(f"\n== {ds.summary()} | backend {jax.default_backend()}")
+    cfg = config_lib.Config.paper(episodes_per_call=2)
     hops = graph.train_hop_distances(ds, cfg.max_depth)
-    cfg = dataclasses.replace(cfg, episodes_per_call=2)
-    t = train.make_trainer(cfg, g, hops)
-    steps = cfg.episodes_per_call * cfg.steps_per_episode
-    one = chunk_time(t, runner.seed_keys(0, 1), repeats) / steps
-    parts = kernel_floor(cfg, g, jax.random.key(0), repeats * 5)
+    epoch = epoch_time(cfg, g, 1, args.repeats)
+    variants = {
+        "dense (before issue 10)": dqn.dqn_agent(
+            cfg, g, sparse_states=False, sparse_statistics=False
+        ),
+        "default": dqn.dqn_agent(cfg, g),
+    }
+    steps = {}
+    for label, agent in variants.items():
+        steps[label] = step_time(cfg, g, hops, agent, 1, args.repeats)
+        print(
+            f"[{name}] {label}: MDP step {1e3 * steps[label]:.2f} ms, GCN epoch "
+            f"{1e3 * epoch:.2f} ms -> step/epoch = {steps[label] / epoch:.2f}x"
+        )
+    default = variants["default"]
+    ctx_flags = _flags(default)
+    print(f"[{name}] default formulation: {ctx_flags}")
+    print(
+        f"[{name}] default / dense step = "
+        f"{steps['default'] / steps['dense (before issue 10)']:.2f}x"
+    )
+    parts = kernel_floor(cfg, g, jax.random.key(0), args.repeats * 5, ctx_flags["sparse_states"])
     floor = sum(parts.values())
     detail = ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts.items())
-    print(
-        f"[policy-gnn] per MDP step, 1 seed: full loop {1e3 * one:.2f} ms; kernel floor "
-        f"{1e3 * floor:.2f} ms ({detail}) -> loop / floor = {one / floor:.2f}x"
-    )
-    many = chunk_time(t, runner.seed_keys(0, seeds), repeats) / steps
-    print(
-        f"[policy-gnn] per MDP step: {seeds} seeds vmapped {1e3 * many:.2f} ms vs 1 seed "
-        f"{1e3 * one:.2f} ms -> {many / one:.2f}x the time for {seeds}x the work "
-        f"({seeds * one / many:.2f}x throughput of a loop over seeds)"
-    )
+    print(f"[{name}] step / kernel floor = {steps['default'] / floor:.2f}x ({detail})")
+    if args.seeds > 1:
+        many_epoch = epoch_time(cfg, g, args.seeds, args.repeats)
+        many_step = step_time(cfg, g, hops, default, args.seeds, args.repeats)
+        for what, one, many in (("GCN epoch", epoch, many_epoch), ("MDP step", steps["default"],
+                                                                    many_step)):  # fmt: skip
+            print(
+                f"[{name}] {what}: {args.seeds} seeds vmapped / 1 seed = {many / one:.2f}x "
+                f"({args.seeds * one / many:.2f}x the throughput of a loop over seeds)"
+            )
+
+
+def _flags(agent) -> dict:
+    ctx = agent.act.args[0]  # functools.partial(agent_act, ctx)
+    return {"sparse_states": ctx.sparse_states, "sparse_statistics": ctx.sparse_statistics}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--dataset", default="cora")
+    p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--skip-policy", action="store_true")
     args = p.parse_args()
-    ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
-    g = graph.from_dataset(ds)
-    print(ds.summary(), f"| backend {jax.default_backend()}")
-    cfg = config_lib.Config.paper()
-    bench_baseline(cfg, g, args.seeds, args.repeats)
-    if not args.skip_policy:
-        bench_policy(cfg, ds, g, args.seeds, args.repeats)
+    for name in args.datasets:
+        bench_dataset(name, args)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def fit(
         if ckpt is not None:
             ckpt.close()
     wall = time.perf_counter() - start
-    record = records.build(dataset, config, method, seeds, seed, metrics, results, wall)
+    record = records.build(dataset, config, method, seeds, seed, metrics, results, wall, g.kernels)
     params, policy = trainer.selected(state)
     eval_keys = None
     if method != "gcn":

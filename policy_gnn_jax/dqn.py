@@ -17,6 +17,7 @@ from flax.training import train_state
 
 from policy_gnn_jax import agent as agent_lib
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax import normaliser, qnet, replay
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
@@ -67,12 +68,12 @@ def td_loss(q_tm1: jax.Array, a_tm1: jax.Array, targets: jax.Array) -> jax.Array
     return jnp.mean((jax.lax.stop_gradient(targets) - q_taken) ** 2)
 
 
-def update(
+def update_with(
     state: DQNState,
-    s_tm1: jax.Array,
+    q_tm1_fn,
+    q_t_fn,
     a_tm1: jax.Array,
     r_t: jax.Array,
-    s_t: jax.Array,
     gamma: float,
     target_period: int,
 ) -> tuple[DQNState, jax.Array]:
@@ -80,20 +81,39 @@ def update(
 
     Episode ends are truncations, so every transition bootstraps with `gamma`.
 
+    Args:
+      state: the DQN state.
+      q_tm1_fn, q_t_fn: params -> Q-values [B, A] of the batch's s and s' (how the states are
+        represented is theirs to decide: dense rows or non-zeros).
+      a_tm1, r_t: [B] actions taken and rewards.
+
     Returns:
       (new state, TD loss).
     """
-    q_t_online = state.apply_fn(state.params, s_t)
-    q_t_target = state.apply_fn(state.target_params, s_t)
+    q_t_online = q_t_fn(state.params)
+    q_t_target = q_t_fn(state.target_params)
     targets = double_q_targets(r_t, jnp.full_like(r_t, gamma), q_t_online, q_t_target)
 
     def loss_fn(params):
-        return td_loss(state.apply_fn(params, s_tm1), a_tm1, targets)
+        return td_loss(q_tm1_fn(params), a_tm1, targets)
 
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
     state = state.apply_gradients(grads=grads)
     target = optax.periodic_update(state.params, state.target_params, state.step, target_period)
     return state.replace(target_params=target), loss
+
+
+def update(state: DQNState, s_tm1, a_tm1, r_t, s_t, gamma: float, target_period: int):
+    """`update_with` on dense states s_tm1, s_t [B, F]."""
+    return update_with(
+        state,
+        lambda params: state.apply_fn(params, s_tm1),
+        lambda params: state.apply_fn(params, s_t),
+        a_tm1,
+        r_t,
+        gamma,
+        target_period,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,21 +137,39 @@ class DQNPolicy:
 
 
 class DQNContext(NamedTuple):
-    """Static: the Q-network, the fixed feature matrix whose rows are the states, the config."""
+    """Static: the Q-network, the graph whose feature rows are the states, the config, and
+    which formulation each part uses (chosen by cost in `dqn_agent`; only rounding differs)."""
 
     model: qnet.QNetwork
-    features: jax.Array  # [N, F]
+    graph: graph_lib.Graph
     config: config_lib.Config
+    sparse_states: bool  # the Q-network's first layer from each row's non-zeros
+    sparse_statistics: bool  # the normaliser's statistics from the features' non-zeros
 
 
 def q_values(ctx: DQNContext, policy: DQNPolicy, nodes: jax.Array) -> jax.Array:
     """Q(s, .) [M, A] of the nodes [M] (their normalised feature rows)."""
-    states = normaliser.normalise(ctx.features[nodes], policy.mean, policy.std)
-    return ctx.model.apply(policy.q_params, states)
+    return _q_of(ctx, policy.q_params, policy.mean, policy.std, nodes)
+
+
+def _q_of(ctx: DQNContext, params, mean, std, nodes) -> jax.Array:
+    g = ctx.graph
+    if ctx.sparse_states:
+        return qnet.apply_sparse(params, g.feat_ell_idx[nodes], g.feat_ell_val[nodes], mean, std)
+    return ctx.model.apply(params, normaliser.normalise(g.features[nodes], mean, std))
+
+
+def window_statistics(ctx: DQNContext, norm: normaliser.NormaliserState):
+    g = ctx.graph
+    if ctx.sparse_statistics:
+        return normaliser.statistics_sparse(
+            norm, g.feat_rows, g.feat_cols, g.feat_vals, g.num_features
+        )
+    return normaliser.statistics(norm, g.features)
 
 
 def agent_init(ctx: DQNContext, key: jax.Array) -> tuple[DQNAgentState, DQNPolicy]:
-    num_features = ctx.features.shape[1]
+    num_features = ctx.graph.num_features
     params = ctx.model.init(key, jnp.zeros((1, num_features)))
     state = DQNState.create(
         apply_fn=ctx.model.apply,
@@ -145,7 +183,7 @@ def agent_init(ctx: DQNContext, key: jax.Array) -> tuple[DQNAgentState, DQNPolic
     agent_state = DQNAgentState(
         dqn=state,
         replay=replay.init(ctx.config.replay_capacity),
-        normaliser=normaliser.init(ctx.config.normaliser_window),
+        normaliser=normaliser.init(ctx.config.normaliser_window, ctx.graph.num_nodes),
     )
     policy = DQNPolicy(params, jnp.zeros(num_features), jnp.ones(num_features))
     return agent_state, policy
@@ -154,7 +192,7 @@ def agent_init(ctx: DQNContext, key: jax.Array) -> tuple[DQNAgentState, DQNPolic
 def agent_act(ctx: DQNContext, key, state: DQNAgentState, nodes, step):
     """Records the walkers' states in the normaliser, then acts epsilon-greedily on Q."""
     norm = normaliser.update(state.normaliser, nodes)
-    mean, std = normaliser.statistics(norm, ctx.features)
+    mean, std = window_statistics(ctx, norm)
     policy = DQNPolicy(state.dqn.params, mean, std)
     actions = epsilon_greedy(key, q_values(ctx, policy, nodes), epsilon_schedule(ctx.config)(step))
     return state.replace(normaliser=norm), policy, actions
@@ -168,9 +206,16 @@ def agent_depths(ctx: DQNContext, key, policy: DQNPolicy, nodes):
 def _one_update(ctx: DQNContext, memory, policy: DQNPolicy, state: DQNState, k_sample):
     cfg = ctx.config
     batch = replay.sample(k_sample, memory, cfg.batch_size)
-    s_tm1 = normaliser.normalise(ctx.features[batch.node_tm1], policy.mean, policy.std)
-    s_t = normaliser.normalise(ctx.features[batch.node_t], policy.mean, policy.std)
-    new, loss = update(state, s_tm1, batch.a_tm1, batch.r_t, s_t, cfg.gamma, cfg.target_period)
+    mean, std = policy.mean, policy.std
+    new, loss = update_with(
+        state,
+        lambda params: _q_of(ctx, params, mean, std, batch.node_tm1),
+        lambda params: _q_of(ctx, params, mean, std, batch.node_t),
+        batch.a_tm1,
+        batch.r_t,
+        cfg.gamma,
+        cfg.target_period,
+    )
     ready = replay.can_sample(memory, cfg.batch_size)
     state = tree_select(ready, new, state)
     return state, (jnp.where(ready, loss, 0.0), ready)
@@ -194,9 +239,29 @@ def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, t
     return state.replace(dqn=dqn_state, replay=memory), metrics
 
 
-def dqn_agent(config: config_lib.Config, features: jax.Array) -> agent_lib.Agent:
-    """The paper's meta-policy: a Double DQN over node features (states are feature rows)."""
-    ctx = DQNContext(qnet.QNetwork(config.q_hidden, config.num_actions), features, config)
+def dqn_agent(
+    config: config_lib.Config,
+    g: graph_lib.Graph,
+    sparse_states: bool | None = None,
+    sparse_statistics: bool | None = None,
+) -> agent_lib.Agent:
+    """The paper's meta-policy: a Double DQN over node features (states are feature rows).
+
+    By default each part takes the cheaper formulation for this graph's features: the Q-network's
+    first layer from the rows' non-zeros when rows are sparse (widest row under a quarter of the
+    features), the normaliser from the non-zeros when they are fewer than the window's entries;
+    both dense when the graph's kernels are the deterministic "gather" ones.
+    """
+    # Both sparse paths scatter-add floats (a gather's backward, a segment sum): on the
+    # deterministic "gather" kernels the dense paths keep every sum in a fixed order.
+    if sparse_states is None:
+        sparse_states = not g.deterministic and 4 * g.feat_ell_idx.shape[1] <= g.num_features
+    if sparse_statistics is None:
+        sparse_statistics = not g.deterministic and (
+            g.feat_vals.shape[0] < config.normaliser_window * g.num_features
+        )
+    model = qnet.QNetwork(config.q_hidden, config.num_actions)
+    ctx = DQNContext(model, g, config, bool(sparse_states), bool(sparse_statistics))
     return agent_lib.Agent(
         init=functools.partial(agent_init, ctx),
         act=functools.partial(agent_act, ctx),

@@ -114,10 +114,35 @@ def buffer_loss(ctx: EnvContext, params, key: jax.Array, buffers) -> jax.Array:
     depths = jnp.broadcast_to(
         (jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None], buffers.nodes.shape
     )
-    ce = ctx.backbone.loss(params, key, buffers.nodes, depths)  # [A, cap]
-    per_buffer = jnp.sum(jnp.where(mask, ce, 0.0), 1) / jnp.maximum(mask.sum(1), 1)
+    if ctx.graph.deterministic:
+        total = _buffer_sums_by_counts(ctx, params, key, buffers, mask)
+    else:
+        ce = ctx.backbone.loss(params, key, buffers.nodes, depths)  # [A, cap]
+        total = jnp.sum(jnp.where(mask, ce, 0.0), 1)
+    per_buffer = total / jnp.maximum(mask.sum(1), 1)
     # Buffers that fill in the same step share one optimiser step on the sum of their losses.
     return jnp.sum(jnp.where(action_buffers.full(buffers, cfg.buffer_size), per_buffer, 0.0))
+
+
+def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask) -> jax.Array:
+    """Each buffer's summed cross-entropy as counts x per-node losses, [A].
+
+    A node can sit in a buffer more than once, so the gradient of a per-entry gather would
+    scatter-add into the same logits twice: atomics on a GPU. Integer counts per (depth, node)
+    are exact in any order, and the loss of every (depth, node) pair once is a gather without
+    repeats, so the sums run in a fixed order (the "gather" kernels' promise).
+    """
+    cfg, n = ctx.config, ctx.graph.num_nodes
+    rows = jnp.broadcast_to(jnp.arange(cfg.num_actions)[:, None], buffers.nodes.shape)
+    counts = (
+        jnp.zeros((cfg.num_actions, n), jnp.int32)
+        .at[rows, buffers.nodes]
+        .add(mask.astype(jnp.int32))
+    )
+    nodes = jnp.broadcast_to(jnp.arange(n), (cfg.num_actions, n))
+    depths = jnp.broadcast_to((jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None], nodes.shape)
+    ce = ctx.backbone.loss(params, key, nodes, depths)  # [A, N]
+    return jnp.sum(counts * ce, 1)
 
 
 def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):

@@ -13,10 +13,13 @@ import jax.numpy as jnp
 import optax
 from jax import custom_batching
 
+from policy_gnn_jax import gather_matmul
 from policy_gnn_jax import graph as graph_lib
 
 
 def _segment_propagate(g: graph_lib.Graph, h: jax.Array) -> jax.Array:
+    if g.kernels == "gather":
+        return gather_matmul.matmul(g.adj_buckets, g.weights, h)
     messages = h[g.senders] * g.weights[:, None]
     return jax.ops.segment_sum(
         messages, g.receivers, num_segments=h.shape[0], indices_are_sorted=True
@@ -65,15 +68,36 @@ propagate.defvjp(_propagate_fwd, _propagate_bwd)
 def sparse_feature_matmul(g: graph_lib.Graph, w: jax.Array, vals: jax.Array | None = None):
     """`X @ w` over the non-zeros of X only: [N, F] x [F, D] -> [N, D].
 
-    `vals` replaces X's non-zero values (input dropout masks them).
+    `vals` replaces X's non-zero values (input dropout masks them); they get no gradient.
     """
     vals = g.feat_vals if vals is None else vals
+    if g.kernels == "gather":
+        return _gather_feature_matmul(g, w, jax.lax.stop_gradient(vals))
     return jax.ops.segment_sum(
         w[g.feat_cols] * vals[:, None],
         g.feat_rows,
         num_segments=g.num_nodes,
         indices_are_sorted=True,
     )
+
+
+@jax.custom_vjp
+def _gather_feature_matmul(g: graph_lib.Graph, w: jax.Array, vals: jax.Array) -> jax.Array:
+    """X @ w as gathers; its VJP is X^T @ cotangent, also as gathers (autodiff of the gather
+    `w[cols]` would scatter-add into w: atomics on a GPU)."""
+    return gather_matmul.matmul(g.x_buckets, vals, w)
+
+
+def _gather_feature_matmul_fwd(g, w, vals):
+    return _gather_feature_matmul(g, w, vals), (g, vals)
+
+
+def _gather_feature_matmul_bwd(residuals, cotangent):
+    g, vals = residuals
+    return None, gather_matmul.matmul(g.xt_buckets, vals, cotangent), None
+
+
+_gather_feature_matmul.defvjp(_gather_feature_matmul_fwd, _gather_feature_matmul_bwd)
 
 
 class SharedGCN(nn.Module):

@@ -13,7 +13,9 @@ import scipy.sparse as sp
 from flax import struct
 from scipy.sparse import csgraph
 
-from policy_gnn_jax import data
+from policy_gnn_jax import data, gather_matmul
+
+KERNELS = ("auto", "scatter", "gather")
 
 
 @struct.dataclass
@@ -24,17 +26,25 @@ class Graph:
       features: [N, F] dense features: the Q-network's states are rows of it.
       feat_rows, feat_cols, feat_vals: the non-zeros of the features, sorted by row, so the
         first GCN layer is a sparse `X @ W` (Planetoid features are ~1 % non-zero).
+      feat_ell_idx, feat_ell_val: [N, P] each row's non-zeros padded to the widest row P
+        (padding: feature 0, value 0), so a batch of rows gathers fixed-size blocks (the
+        Q-network's sparse first layer).
       senders, receivers, weights: `Â = D^-1/2 (A + I) D^-1/2` as weighted edges, self-loops
         included, sorted by receiver.
       nbr_indptr, nbr_indices: CSR neighbour lists of A (no self-loops), for random walks.
       labels: [N] int32, -1 for nodes without a label.
       train_index, val_index, test_index: node ids of each split.
+      kernels: "scatter" (segment sums: fastest on CPU) or "gather" (gather-only products,
+        `gather_matmul`: no atomics, so bit-reproducible on GPU with default XLA flags).
+      adj_buckets, x_buckets, xt_buckets: Â, X and X^T as gather buckets ("gather" only).
     """
 
     features: jax.Array
     feat_rows: jax.Array
     feat_cols: jax.Array
     feat_vals: jax.Array
+    feat_ell_idx: jax.Array
+    feat_ell_val: jax.Array
     senders: jax.Array
     receivers: jax.Array
     weights: jax.Array
@@ -44,7 +54,16 @@ class Graph:
     train_index: jax.Array
     val_index: jax.Array
     test_index: jax.Array
+    adj_buckets: gather_matmul.GatherBuckets | None
+    x_buckets: gather_matmul.GatherBuckets | None
+    xt_buckets: gather_matmul.GatherBuckets | None
     num_classes: int = struct.field(pytree_node=False)
+    kernels: str = struct.field(pytree_node=False, default="scatter")
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether every float sum runs in a fixed order on any device (no atomics)."""
+        return self.kernels == "gather"
 
     @property
     def num_nodes(self) -> int:
@@ -70,7 +89,17 @@ def normalised_adjacency(edges: np.ndarray, num_nodes: int):
     )
 
 
-def from_dataset(ds: data.Dataset) -> Graph:
+def choose_kernels(kernels: str = "auto") -> str:
+    """ "auto": gather-only products on accelerators (bit-reproducible there with default XLA
+    flags), segment sums on CPU (exact there anyway, and faster)."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}.")
+    if kernels == "auto":
+        return "scatter" if jax.default_backend() == "cpu" else "gather"
+    return kernels
+
+
+def from_dataset(ds: data.Dataset, kernels: str = "auto") -> Graph:
     """Moves a host Dataset to the device in the form the model needs.
 
     The dataset's invariants are checked again here (a frozen Dataset's arrays can still be
@@ -78,15 +107,26 @@ def from_dataset(ds: data.Dataset) -> Graph:
     """
     data.validate(ds)
     senders, receivers, weights = normalised_adjacency(ds.edges, ds.num_nodes)
-    coo = ds.features.tocoo()
+    # The features' non-zeros sorted by (row, col): copies, never the dataset's own arrays
+    # (sorting a CSR in place would change the dataset and its fingerprint).
+    coo = ds.features.tocoo(copy=True)
     order = np.lexsort((coo.col, coo.row))
+    rows, cols, vals = coo.row[order], coo.col[order], coo.data[order]
+    x_indptr = np.searchsorted(rows, np.arange(ds.num_nodes + 1))
+    ell_idx, ell_val = padded_rows(x_indptr, cols, vals)
+    kernels = choose_kernels(kernels)
+    buckets = (None,) * 3
+    if kernels == "gather":
+        buckets = _gather_buckets(ds, senders, receivers, x_indptr, cols)
     # Edges are sorted by receiver and symmetric: senders grouped by receiver are neighbour lists.
     indptr = np.searchsorted(ds.edges[1], np.arange(ds.num_nodes + 1)).astype(np.int32)
     return Graph(
         features=jnp.asarray(ds.features.toarray(), dtype=jnp.float32),
-        feat_rows=jnp.asarray(coo.row[order], dtype=jnp.int32),
-        feat_cols=jnp.asarray(coo.col[order], dtype=jnp.int32),
-        feat_vals=jnp.asarray(coo.data[order], dtype=jnp.float32),
+        feat_rows=jnp.asarray(rows, dtype=jnp.int32),
+        feat_cols=jnp.asarray(cols, dtype=jnp.int32),
+        feat_vals=jnp.asarray(vals, dtype=jnp.float32),
+        feat_ell_idx=jnp.asarray(ell_idx),
+        feat_ell_val=jnp.asarray(ell_val),
         senders=jnp.asarray(senders),
         receivers=jnp.asarray(receivers),
         weights=jnp.asarray(weights),
@@ -96,8 +136,40 @@ def from_dataset(ds: data.Dataset) -> Graph:
         train_index=jnp.asarray(ds.train_index, dtype=jnp.int32),
         val_index=jnp.asarray(ds.val_index, dtype=jnp.int32),
         test_index=jnp.asarray(ds.test_index, dtype=jnp.int32),
+        adj_buckets=buckets[0],
+        x_buckets=buckets[1],
+        xt_buckets=buckets[2],
         num_classes=ds.num_classes,
+        kernels=kernels,
     )
+
+
+def _gather_buckets(ds: data.Dataset, senders, receivers, x_indptr, x_cols):
+    """Â (by receiver: its CSR order is the edge order above), X and X^T as gather buckets;
+    X's entries in the order of `feat_vals`, which is the value array they read."""
+    adj_indptr = np.searchsorted(receivers, np.arange(ds.num_nodes + 1))
+    t_indptr, t_indices, t_positions = gather_matmul.transpose_csr(
+        x_indptr, x_cols, ds.num_features
+    )
+    return (
+        gather_matmul.build(adj_indptr, senders),
+        gather_matmul.build(x_indptr, x_cols),
+        gather_matmul.build(t_indptr, t_indices, t_positions),
+    )
+
+
+def padded_rows(indptr, cols, vals) -> tuple[np.ndarray, np.ndarray]:
+    """Each CSR row's non-zeros, padded to the widest row: ([N, P] int32 ids, [N, P] values)."""
+    indptr = np.asarray(indptr)
+    lengths = np.diff(indptr)
+    width = max(1, int(lengths.max(initial=0)))
+    position = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    idx = np.zeros((len(lengths), width), np.int32)
+    val = np.zeros((len(lengths), width), np.float32)
+    idx[rows, position] = cols
+    val[rows, position] = vals
+    return idx, val
 
 
 def train_hop_distances(ds: data.Dataset, max_hops: int) -> np.ndarray:

@@ -42,7 +42,9 @@ def mean_std(values) -> dict:
     }
 
 
-def build(ds, config, method: str, num_seeds: int, seed: int, metrics, results, wall) -> dict:
+def build(
+    ds, config, method: str, num_seeds: int, seed: int, metrics, results, wall, kernels: str
+) -> dict:
     """The results record (README, "Results file") of one finished sweep."""
     record = {
         "dataset": ds.name,
@@ -56,6 +58,10 @@ def build(ds, config, method: str, num_seeds: int, seed: int, metrics, results, 
         "versions": package_versions(),
         "dataset_summary": ds.summary(),
         "dataset_fingerprint": ds.fingerprint(),
+        # "gather": every float sum in a fixed order (bit-reproducible on GPU with default XLA
+        # flags); "scatter": segment sums (exact on CPU, atomics on GPU).
+        "kernels": kernels,
+        "deterministic_kernels": kernels == "gather",
     }
     if method == "gcn":
         record["best_epoch"] = results["best_epoch"].tolist()

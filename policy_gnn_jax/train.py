@@ -170,7 +170,7 @@ def make_agent(config: config_lib.Config, g: graph_lib.Graph) -> agent_lib.Agent
     """The config's agent: the random policy or the DQN."""
     if config.random_policy:
         return agent_lib.random_agent(config.min_depth, config.max_depth)
-    return dqn.dqn_agent(config, g.features)
+    return dqn.dqn_agent(config, g)
 
 
 def make_context(

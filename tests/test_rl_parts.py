@@ -64,7 +64,7 @@ class ActionBufferTest(chex.TestCase):
 
 def test_normaliser_equals_numpy_over_last_window(key):
     features = jax.random.normal(key, (50, 6)) * 3 + 1
-    state = normaliser.init(window=20)
+    state = normaliser.init(window=20, num_nodes=features.shape[0])
     seen = []
     for step in range(4):
         nodes = jax.random.randint(jax.random.fold_in(key, step), (7,), 0, 50)
@@ -78,7 +78,7 @@ def test_normaliser_equals_numpy_over_last_window(key):
 
 def test_normaliser_partial_window_and_constant_feature():
     features = jnp.array([[1.0, 5.0], [3.0, 5.0], [100.0, 5.0]])
-    state = normaliser.update(normaliser.init(10), jnp.array([0, 1]))
+    state = normaliser.update(normaliser.init(10, features.shape[0]), jnp.array([0, 1]))
     mean, std = normaliser.statistics(state, features)
     np.testing.assert_allclose(mean, [2.0, 5.0])
     np.testing.assert_allclose(std, [1.0, 1.0])  # column 2 has zero spread: left unscaled
@@ -139,3 +139,71 @@ def test_config_rejects_bad_values():
         config.Config(dropout=1.5)
     with pytest.raises(config.ConfigError, match="--depths"):
         config.parse_depths("two-five")
+
+
+def _sparse_features(key, n=40, f=30, density=0.15):
+    k_mask, k_val = jax.random.split(key)
+    mask = jax.random.uniform(k_mask, (n, f)) < density
+    return np.array(jnp.where(mask, jax.random.uniform(k_val, (n, f)) + 0.1, 0.0))
+
+
+def _coo(x):
+    rows, cols = np.nonzero(x)
+    return jnp.asarray(rows), jnp.asarray(cols), jnp.asarray(x[rows, cols])
+
+
+def test_window_counts_and_sparse_statistics_equal_numpy(key):
+    """Wrap-around, repeats in the window, and a step wider than the window."""
+    x = _sparse_features(key)
+    x[:, 0] = 0.7  # a constant feature: zero spread, left unscaled (std 1)
+    state = normaliser.init(window=16, num_nodes=x.shape[0])
+    seen = []
+    for step, width in enumerate([5, 7, 9, 20, 3]):
+        nodes = jax.random.randint(jax.random.fold_in(key, step), (width,), 0, x.shape[0])
+        state = normaliser.update(state, nodes)
+        seen.extend(np.asarray(nodes).tolist())
+        window = seen[-16:]
+        np.testing.assert_array_equal(state.counts, np.bincount(window, minlength=x.shape[0]))
+        mean, std = normaliser.statistics_sparse(state, *_coo(x), x.shape[1])
+        rows = x[window]
+        want_std = np.where(rows.std(0) < 1e-6, 1.0, rows.std(0))
+        np.testing.assert_allclose(mean, rows.mean(0), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(std, want_std, rtol=1e-3, atol=1e-6)
+        assert std[0] == 1.0
+
+
+def test_sparse_statistics_of_an_empty_window():
+    x = np.eye(4, dtype=np.float32)
+    mean, std = normaliser.statistics_sparse(normaliser.init(8, 4), *_coo(x), 4)
+    np.testing.assert_array_equal(mean, np.zeros(4))
+    np.testing.assert_array_equal(std, np.ones(4))
+
+
+def test_sparse_q_network_equals_dense_on_normalised_states(key):
+    from policy_gnn_jax import graph as graph_lib
+    from policy_gnn_jax import qnet
+
+    x = _sparse_features(key, n=25, f=30)
+    model = qnet.QNetwork((8, 16), 3)
+    params = model.init(jax.random.fold_in(key, 1), jnp.zeros((1, 30)))
+    mean = jnp.asarray(x.mean(0))
+    std = jnp.asarray(np.where(x.std(0) > 0, x.std(0), 1.0))
+    csr = __import__("scipy.sparse").sparse.csr_matrix(x)
+    idx, val = graph_lib.padded_rows(csr.indptr, csr.indices, csr.data)
+    np.testing.assert_array_equal(
+        np.stack([np.bincount(i, weights=v, minlength=30) for i, v in zip(idx, val)]), x
+    )
+    nodes = jnp.array([3, 0, 24, 7, 7])
+    dense = model.apply(params, (jnp.asarray(x)[nodes] - mean) / std)
+    sparse = qnet.apply_sparse(params, jnp.asarray(idx)[nodes], jnp.asarray(val)[nodes], mean, std)
+    np.testing.assert_allclose(sparse, dense, rtol=1e-5, atol=1e-5)
+    grads = [
+        jax.grad(lambda p, f=f: jnp.sum(f(p) ** 2))(params)
+        for f in (
+            lambda p: model.apply(p, (jnp.asarray(x)[nodes] - mean) / std),
+            lambda p: qnet.apply_sparse(
+                p, jnp.asarray(idx)[nodes], jnp.asarray(val)[nodes], mean, std
+            ),  # fmt: skip
+        )
+    ]
+    chex.assert_trees_all_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
