@@ -9,7 +9,10 @@ Per dataset:
    the default (each part as `dqn.dqn_agent` picks it for the graph): `step/epoch = X.XXx`;
 3. the step against its kernel floor: one GCN forward+backward, one all-depth evaluation forward
    and one DQN update, each jitted alone;
-4. S seeds vmapped against one seed, for the GCN epoch and for the MDP step.
+4. S seeds vmapped against one seed, for the GCN epoch and for the MDP step;
+5. the kernels: one MDP step with the gather-only kernels (deterministic on GPU) against the
+   segment-sum ones (`gather / scatter step`), and whether two fresh runs of one seed give the
+   same bits with each (`--skip-kernels` to leave it out).
 """
 
 from __future__ import annotations
@@ -138,6 +141,38 @@ def bench_dataset(name: str, args) -> None:
                 f"[{name}] {what}: {args.seeds} seeds vmapped / 1 seed = {many / one:.2f}x "
                 f"({args.seeds * one / many:.2f}x the throughput of a loop over seeds)"
             )
+    if not args.skip_kernels:
+        bench_kernels(name, ds, cfg, hops, args)
+
+
+def same_bits_twice(cfg, ds, g, hops, seeds: int) -> bool:
+    """Two fresh compiled runs of the same seeds: identical metrics and final state?"""
+    runs = []
+    for _ in range(2):
+        trainer = train.make_trainer(cfg, g, hops)
+        state, metrics, results = runner.run_trainer(
+            trainer, runner.seed_keys(0, seeds), progress=False
+        )
+        leaves = jax.tree.leaves((jax.random.key_data(state.key), state.env.params, metrics))
+        runs.append([np.asarray(x) for x in leaves])
+    return all(np.array_equal(a, b) for a, b in zip(*runs))
+
+
+def bench_kernels(name: str, ds, cfg, hops, args) -> None:
+    times, identical = {}, {}
+    for kernels in ("scatter", "gather"):
+        g = graph.from_dataset(ds, kernels)
+        agent = train.make_agent(cfg, g)
+        times[kernels] = step_time(cfg, g, hops, agent, args.seeds, args.repeats)
+        short = dataclasses.replace(cfg, num_episodes=6, episodes_per_call=2)
+        identical[kernels] = same_bits_twice(short, ds, g, hops, args.seeds)
+        print(
+            f"[{name}] kernels {kernels}: MDP step ({args.seeds} seeds) "
+            f"{1e3 * times[kernels]:.2f} ms; two runs bit-identical: "
+            f"{'yes' if identical[kernels] else 'NO'}"
+        )
+    print(f"[{name}] gather / scatter step = {times['gather'] / times['scatter']:.2f}x "
+          f"(on GPU: deterministic / fast)")  # fmt: skip
 
 
 def _flags(agent) -> dict:
@@ -151,6 +186,7 @@ def main() -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--skip-kernels", action="store_true", help="leave out the kernels section")
     args = p.parse_args()
     for name in args.datasets:
         bench_dataset(name, args)
