@@ -85,10 +85,10 @@ def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
     idx = jnp.arange(cfg.batch_size) % g.num_nodes
     mean, std = jnp.zeros(g.num_features), jnp.ones(g.num_features)
 
+    dqn_ctx = dqn.DQNContext(q_model, g, cfg, sparse_states, False)
+
     def q_of(p):
-        if sparse_states:
-            return qnet.apply_sparse(p, g.feat_ell_idx[idx], g.feat_ell_val[idx], mean, std)
-        return q_model.apply(p, (g.features[idx] - mean) / std)
+        return dqn.q_values(dqn_ctx, dqn.DQNPolicy(p, mean, std), idx)
 
     def dqn_update(s):
         actions, rewards = idx % cfg.num_actions, idx * 0.1
@@ -122,7 +122,8 @@ def bench_dataset(name: str, args) -> None:
             f"{1e3 * epoch:.2f} ms -> step/epoch = {steps[label] / epoch:.2f}x"
         )
     default = variants["default"]
-    ctx_flags = _flags(default)
+    sparse_states, sparse_statistics = dqn.default_formulation(cfg, g)
+    ctx_flags = {"sparse_states": sparse_states, "sparse_statistics": sparse_statistics}
     print(f"[{name}] default formulation: {ctx_flags}")
     print(
         f"[{name}] default / dense step = "
@@ -173,11 +174,6 @@ def bench_kernels(name: str, ds, cfg, hops, args) -> None:
         )
     print(f"[{name}] gather / scatter step = {times['gather'] / times['scatter']:.2f}x "
           f"(on GPU: deterministic / fast)")  # fmt: skip
-
-
-def _flags(agent) -> dict:
-    ctx = agent.act.args[0]  # functools.partial(agent_act, ctx)
-    return {"sparse_states": ctx.sparse_states, "sparse_statistics": ctx.sparse_statistics}
 
 
 def main() -> None:

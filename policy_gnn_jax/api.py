@@ -14,6 +14,7 @@ leading seed axis, the config, the dataset and the results record.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -114,7 +115,7 @@ def fit(
     eval_keys = None
     if method != "gcn":
         # The key each seed's evaluation drew its depths with (used by the random policy).
-        eval_keys = jax.random.key_data(jax.vmap(lambda k: jax.random.fold_in(k, 1))(state.key))
+        eval_keys = jax.random.key_data(jax.vmap(train.evaluation_key)(state.key))
     return Fit(
         record, config, method, dataset, _to_host(params), _to_host(policy), _to_host(eval_keys)
     )
@@ -146,6 +147,22 @@ class Fit:
             self._cache["graph"] = graph.from_dataset(self.dataset)
         return self._cache["graph"]
 
+    def _depths_fn(self):
+        """jit(vmap over seeds) of the agent's depths, built once per Fit."""
+        if "depths" not in self._cache:
+            agent = train.make_agent(self.config, self._graph())
+            self._cache["depths"] = jax.jit(jax.vmap(agent.depths, in_axes=(0, 0, None)))
+        return self._cache["depths"]
+
+    def _classes_fn(self):
+        """jit(vmap over seeds) of the backbone's class predictions, built once per Fit."""
+        if "classes" not in self._cache:
+            max_depth = self.config.depth if self.method == "gcn" else self.config.max_depth
+            backbone = backbone_lib.gcn_backbone(self.config, self._graph(), max_depth=max_depth)
+            predict = functools.partial(backbone_lib.predict_classes, backbone)
+            self._cache["classes"] = jax.jit(jax.vmap(predict, in_axes=(0, None, 0)))
+        return self._cache["classes"]
+
     def _nodes(self, nodes) -> jax.Array:
         array = np.asarray(nodes)
         n = self.dataset.num_nodes
@@ -162,25 +179,17 @@ class Fit:
         nodes = self._nodes(nodes)
         if self.method == "gcn":
             return np.full((self.num_seeds, nodes.shape[0]), self.config.depth, np.int32)
-        agent = train.make_agent(self.config, self._graph())
         keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
-        depths = jax.jit(jax.vmap(agent.depths, in_axes=(0, 0, None)))(keys, self.policy, nodes)
-        return np.asarray(depths)
+        return np.asarray(self._depths_fn()(keys, self.policy, nodes))
 
     def predict(self, nodes) -> np.ndarray:
         """[S, M] each seed's class prediction for each node at its predicted depth."""
         depths = jnp.asarray(self.predict_depths(nodes))
-        nodes = self._nodes(nodes)
-        g = self._graph()
-        max_depth = self.config.depth if self.method == "gcn" else self.config.max_depth
-        backbone = backbone_lib.gcn_backbone(self.config, g, max_depth=max_depth)
-        predict = jax.vmap(backbone_lib.predict_classes, in_axes=(None, 0, None, 0))
-        return np.asarray(jax.jit(predict, static_argnums=0)(backbone, self.params, nodes, depths))
+        return np.asarray(self._classes_fn()(self.params, self._nodes(nodes), depths))
 
     def save(self, directory: str | pathlib.Path) -> pathlib.Path:
         """Writes results.json, the snapshots, the dataset and fit.json (last) atomically."""
-        out = checkpoint.check_writable_dir(directory)
-        records.save(self.record, out)
+        out = records.save(self.record, directory).parent  # checks the folder first
         checkpoint.atomic_write_bytes(out / "dataset.npz", _dataset_bytes(self.dataset))
         leaves = jax.tree.leaves((self.params, self.policy, self.eval_keys))
         buffer = io.BytesIO()

@@ -21,7 +21,7 @@ from policy_gnn_jax import gcn
 class Observer(NamedTuple):
     """An observer of the step. observe: (key, backbone params, policy) -> per-step metrics;
     summarise: per-step metrics of an episode [T, ...] -> per-episode values;
-    evaluate: (snapshot params, test depths) -> final results."""
+    evaluate: (the snapshot's logits of every depth [K, N, C], test depths) -> final results."""
 
     observe: Callable
     summarise: Callable
@@ -74,11 +74,9 @@ def summarise(metrics: dict) -> dict:
     }
 
 
-def evaluate(ctx: AuditContext, params, depths) -> dict:
-    """The macro accuracy of the validation-selected snapshot."""
-    return {
-        "audit_macro_test_accuracy": _macro_accuracy(ctx, ctx.backbone.logits(params, None), depths)
-    }
+def evaluate(ctx: AuditContext, logits_all, depths) -> dict:
+    """The macro accuracy of the validation-selected snapshot (from evaluate's forward pass)."""
+    return {"audit_macro_test_accuracy": _macro_accuracy(ctx, logits_all, depths)}
 
 
 def make_audit(config, g, backbone, agent) -> Observer:

@@ -239,6 +239,21 @@ def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, t
     return state.replace(dqn=dqn_state, replay=memory), metrics
 
 
+def default_formulation(config: config_lib.Config, g: graph_lib.Graph) -> tuple[bool, bool]:
+    """(sparse_states, sparse_statistics): the cheaper formulation for this graph's features.
+
+    The Q-network's first layer from the rows' non-zeros when the graph built them (rows sparse
+    enough, `graph.sparse_rows_pay`); the normaliser from the non-zeros when they are fewer than
+    the window's entries. Both dense on the deterministic "gather" kernels: both sparse paths
+    scatter-add floats (a gather's backward, a segment sum), which is not order-fixed on a GPU.
+    """
+    if g.deterministic:
+        return False, False
+    sparse_states = g.feat_ell_idx.shape[1] > 0
+    sparse_statistics = g.feat_vals.shape[0] < config.normaliser_window * g.num_features
+    return sparse_states, sparse_statistics
+
+
 def dqn_agent(
     config: config_lib.Config,
     g: graph_lib.Graph,
@@ -247,18 +262,15 @@ def dqn_agent(
 ) -> agent_lib.Agent:
     """The paper's meta-policy: a Double DQN over node features (states are feature rows).
 
-    By default each part takes the cheaper formulation for this graph's features: the Q-network's
-    first layer from the rows' non-zeros when rows are sparse (widest row under a quarter of the
-    features), the normaliser from the non-zeros when they are fewer than the window's entries;
-    both dense when the graph's kernels are the deterministic "gather" ones.
+    Each part's formulation is `default_formulation`'s unless given (only rounding differs).
     """
-    # Both sparse paths scatter-add floats (a gather's backward, a segment sum): on the
-    # deterministic "gather" kernels the dense paths keep every sum in a fixed order.
-    if sparse_states is None:
-        sparse_states = not g.deterministic and 4 * g.feat_ell_idx.shape[1] <= g.num_features
-    if sparse_statistics is None:
-        sparse_statistics = not g.deterministic and (
-            g.feat_vals.shape[0] < config.normaliser_window * g.num_features
+    default_states, default_statistics = default_formulation(config, g)
+    sparse_states = default_states if sparse_states is None else sparse_states
+    sparse_statistics = default_statistics if sparse_statistics is None else sparse_statistics
+    if sparse_states and g.feat_ell_idx.shape[1] == 0:
+        raise config_lib.ConfigError(
+            "sparse_states needs the rows' non-zeros, which this graph did not build (its rows "
+            "are too dense for them to pay): leave sparse_states to the default."
         )
     model = qnet.QNetwork(config.q_hidden, config.num_actions)
     ctx = DQNContext(model, g, config, bool(sparse_states), bool(sparse_statistics))

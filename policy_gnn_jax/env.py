@@ -111,12 +111,11 @@ def buffer_loss(ctx: EnvContext, params, key: jax.Array, buffers) -> jax.Array:
     """The sum over full buffers of each buffer's mean cross-entropy at its depth."""
     cfg = ctx.config
     mask = action_buffers.entry_mask(buffers)  # [A, cap]
-    depths = jnp.broadcast_to(
-        (jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None], buffers.nodes.shape
-    )
+    buffer_depths = (jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None]  # [A, 1]
     if ctx.graph.deterministic:
-        total = _buffer_sums_by_counts(ctx, params, key, buffers, mask)
+        total = _buffer_sums_by_counts(ctx, params, key, buffers, mask, buffer_depths)
     else:
+        depths = jnp.broadcast_to(buffer_depths, buffers.nodes.shape)
         ce = ctx.backbone.loss(params, key, buffers.nodes, depths)  # [A, cap]
         total = jnp.sum(jnp.where(mask, ce, 0.0), 1)
     per_buffer = total / jnp.maximum(mask.sum(1), 1)
@@ -124,7 +123,7 @@ def buffer_loss(ctx: EnvContext, params, key: jax.Array, buffers) -> jax.Array:
     return jnp.sum(jnp.where(action_buffers.full(buffers, cfg.buffer_size), per_buffer, 0.0))
 
 
-def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask) -> jax.Array:
+def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask, buffer_depths):
     """Each buffer's summed cross-entropy as counts x per-node losses, [A].
 
     A node can sit in a buffer more than once, so the gradient of a per-entry gather would
@@ -132,16 +131,13 @@ def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask) -> jax.A
     are exact in any order, and the loss of every (depth, node) pair once is a gather without
     repeats, so the sums run in a fixed order (the "gather" kernels' promise).
     """
-    cfg, n = ctx.config, ctx.graph.num_nodes
-    rows = jnp.broadcast_to(jnp.arange(cfg.num_actions)[:, None], buffers.nodes.shape)
+    num_actions, n = ctx.config.num_actions, ctx.graph.num_nodes
+    rows = jnp.arange(num_actions)[:, None]
     counts = (
-        jnp.zeros((cfg.num_actions, n), jnp.int32)
-        .at[rows, buffers.nodes]
-        .add(mask.astype(jnp.int32))
+        jnp.zeros((num_actions, n), jnp.int32).at[rows, buffers.nodes].add(mask.astype(jnp.int32))
     )
-    nodes = jnp.broadcast_to(jnp.arange(n), (cfg.num_actions, n))
-    depths = jnp.broadcast_to((jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None], nodes.shape)
-    ce = ctx.backbone.loss(params, key, nodes, depths)  # [A, N]
+    nodes = jnp.broadcast_to(jnp.arange(n), (num_actions, n))
+    ce = ctx.backbone.loss(params, key, nodes, jnp.broadcast_to(buffer_depths, nodes.shape))
     return jnp.sum(counts * ce, 1)
 
 

@@ -28,7 +28,8 @@ class Graph:
         first GCN layer is a sparse `X @ W` (Planetoid features are ~1 % non-zero).
       feat_ell_idx, feat_ell_val: [N, P] each row's non-zeros padded to the widest row P
         (padding: feature 0, value 0), so a batch of rows gathers fixed-size blocks (the
-        Q-network's sparse first layer).
+        Q-network's sparse first layer). Empty ([N, 0]) where rows are too dense for that to
+        pay (`sparse_rows_pay`): no second copy of dense features.
       senders, receivers, weights: `Â = D^-1/2 (A + I) D^-1/2` as weighted edges, self-loops
         included, sorted by receiver.
       nbr_indptr, nbr_indices: CSR neighbour lists of A (no self-loops), for random walks.
@@ -113,7 +114,11 @@ def from_dataset(ds: data.Dataset, kernels: str = "auto") -> Graph:
     order = np.lexsort((coo.col, coo.row))
     rows, cols, vals = coo.row[order], coo.col[order], coo.data[order]
     x_indptr = np.searchsorted(rows, np.arange(ds.num_nodes + 1))
-    ell_idx, ell_val = padded_rows(x_indptr, cols, vals)
+    if sparse_rows_pay(int(np.diff(x_indptr).max(initial=0)), ds.num_features):
+        ell_idx, ell_val = padded_rows(x_indptr, cols, vals)
+    else:
+        ell_idx = np.zeros((ds.num_nodes, 0), np.int32)
+        ell_val = np.zeros((ds.num_nodes, 0), np.float32)
     kernels = choose_kernels(kernels)
     buckets = (None,) * 3
     if kernels == "gather":
@@ -156,6 +161,11 @@ def _gather_buckets(ds: data.Dataset, senders, receivers, x_indptr, x_cols):
         gather_matmul.build(x_indptr, x_cols),
         gather_matmul.build(t_indptr, t_indices, t_positions),
     )
+
+
+def sparse_rows_pay(widest_row: int, num_features: int) -> bool:
+    """Whether gathering rows' non-zeros beats dense rows: the widest row under a quarter of F."""
+    return 4 * max(widest_row, 1) <= num_features
 
 
 def padded_rows(indptr, cols, vals) -> tuple[np.ndarray, np.ndarray]:

@@ -98,7 +98,8 @@ def find_divergence(metrics: dict, offset: int, unit: str, hints: dict) -> str |
         else:
             continue
         if bad.any():
-            seed, t = np.argwhere(bad)[np.argmin(np.argwhere(bad)[:, 1])]
+            where = np.argwhere(bad)  # [k, (seed, t)]
+            seed, t = where[np.argmin(where[:, 1])]
             candidate = (int(t), 0 if name in _FLAG_METRICS else 1, int(seed), name)
             first = min(first, candidate) if first else candidate
     if first is None:
@@ -194,7 +195,8 @@ def run_trainer(
         if checkpoint is not None and (
             (index + 1) % checkpoint_every == 0 or index + 1 == len(lengths)
         ):
-            checkpoint.save(index + 1, done, state, _concat(chunks))
+            chunks = [_concat(chunks)]  # keep it joined: the next save adds only new chunks
+            checkpoint.save(index + 1, done, state, chunks[0])
     bar.close()
     results = jax.tree.map(np.asarray, jax.jit(jax.vmap(trainer.evaluate))(state))
     return state, _concat(chunks), results

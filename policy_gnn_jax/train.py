@@ -142,12 +142,18 @@ def train_chunk(ctx: LoopContext, rs: RunnerState, length: int) -> tuple[RunnerS
     return jax.lax.scan(functools.partial(run_episode, ctx), rs, length=length)
 
 
+def evaluation_key(key: jax.Array) -> jax.Array:
+    """The key the final evaluation draws depths with (the random policy's), from the loop's
+    final key; `Fit.predict_depths` uses it too, so its test depths equal the evaluation's."""
+    return jax.random.fold_in(key, 1)
+
+
 def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
     """The honest protocol: the snapshot's depths on test nodes. The only reader of test labels."""
     g, best = ctx.graph, rs.best
-    k_test = jax.random.fold_in(rs.key, 1)
-    depths = ctx.agent.depths(k_test, best.policy, g.test_index)
-    logits = gcn.select_depth(ctx.env.backbone.logits(best.params, None)[:, g.test_index], depths)
+    depths = ctx.agent.depths(evaluation_key(rs.key), best.policy, g.test_index)
+    logits_all = ctx.env.backbone.logits(best.params, None)
+    logits = gcn.select_depth(logits_all[:, g.test_index], depths)
     results = {
         "test_accuracy": gcn.accuracy(logits, g.labels[g.test_index]),
         "val_accuracy": best.val_accuracy,
@@ -158,7 +164,7 @@ def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
         ),
     }
     if ctx.observer is not None:
-        results.update(ctx.observer.evaluate(best.params, depths))
+        results.update(ctx.observer.evaluate(logits_all, depths))
     return results
 
 

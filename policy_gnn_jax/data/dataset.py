@@ -244,9 +244,7 @@ def _as_features(features) -> sp.csr_matrix:
                 f"features must be a numeric [N, F] array, got {dense.dtype} {dense.shape}.",
                 "Pass one feature row per node (dense or scipy.sparse).",
             )
-        if not np.all(np.isfinite(dense)):
-            _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
-        matrix = sp.csr_matrix(dense.astype(np.float32))
+        matrix = sp.csr_matrix(dense.astype(np.float32))  # NaN/inf are non-zeros: checked below
     matrix.sum_duplicates()
     matrix.sort_indices()
     if not np.all(np.isfinite(matrix.data)):

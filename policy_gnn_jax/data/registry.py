@@ -25,6 +25,4 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **csbm_kwargs)
         return make_csbm(**csbm_kwargs)
     if name == "planted":
         return make_planted_depth(**csbm_kwargs)
-    if name in PLANETOID_NAMES:
-        return load_planetoid(name, data_dir=data_dir, download=download)
-    raise AssertionError(name)  # unreachable: check_name
+    return load_planetoid(name, data_dir=data_dir, download=download)
