@@ -69,6 +69,14 @@ def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed=0) -> dict:
 def base_config(args, **overrides) -> config_lib.Config:
     """The preset (paper defaults, or `tiny` for smoke runs) with the command's overrides."""
     preset = config_lib.Config.tiny if args.preset == "tiny" else config_lib.Config.paper
+    if args.backbone == "decoupled":
+        backbone_values = dict(config_lib.DECOUPLED_DEFAULTS)
+        if args.preset == "tiny":  # keep the tiny depths
+            for name in ("min_depth", "max_depth", "depth", "epochs"):
+                backbone_values.pop(name)
+        overrides = {**backbone_values, **overrides}
+    else:
+        overrides.setdefault("backbone", args.backbone)
     if args.episodes is not None:
         overrides.setdefault("num_episodes", args.episodes)
     return preset(**overrides)
@@ -84,7 +92,8 @@ def dataset_runs(name, args, out_root) -> dict:
     ds = data.load_dataset(name, data_dir=args.data_dir)
     base = base_config(args)
     runs = {}
-    for depth in range(1, base.max_depth + 1):
+    lowest = 0 if base.backbone == "decoupled" else 1
+    for depth in range(lowest, base.max_depth + 1):
         cfg = dataclasses.replace(base, depth=depth)
         runs[f"gcn-d{depth}"] = run_or_load(
             out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds
@@ -188,7 +197,8 @@ def table(args) -> None:
         f"\nTest accuracy, mean ± std over {'/'.join(map(str, sorted(seeds)))} seeds, honest "
         f"protocol (ALGORITHM.md §5): every model selected on validation, test labels read once; "
         f"policy runs of {'/'.join(map(str, sorted(episodes)))} episodes; "
-        f"preset `{args.preset}`; runs made on JAX backend {', '.join(sorted(backends))}."
+        f"preset `{args.preset}`, backbone `{args.backbone}`; runs made on JAX backend "
+        f"{', '.join(sorted(backends))}."
     ]
     if any(key.endswith("-audit") for key in rows):
         notes.append(
@@ -448,9 +458,21 @@ def main(argv=None) -> int:
         action="store_false",
         help="skip the released-code metric (ALGORITHM.md section 6) in policy runs",
     )
+    p.add_argument(
+        "--backbone",
+        default="gcn",
+        choices=config_lib.BACKBONES,
+        help="gcn: the paper's shared GCN; gcn-readout: the structure of the results published "
+        "before 2026-11; decoupled: MLP then propagation",
+    )
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="results/reproduce")
+    p.add_argument(
+        "--out", default=None, help="default results/reproduce (gcn), else results/reproduce-NAME"
+    )
     args = p.parse_args(argv)
+    if args.out is None:
+        suffix = "" if args.backbone == "gcn" else f"-{args.backbone}"
+        args.out = f"results/reproduce{suffix}"
     commands = {"table": table, "ablations": ablations, "figures": figures, "fig1": fig1}
     commands["planted"] = planted
     try:

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import baseline, checkpoint, data, graph, records, runner, train
+from policy_gnn_jax import backbones, baseline, checkpoint, data, graph, records, runner, train
 from policy_gnn_jax import config as config_lib
 
 METHODS = records.METHODS
@@ -157,8 +157,8 @@ class Fit:
     def _classes_fn(self):
         """jit(vmap over seeds) of the backbone's class predictions, built once per Fit."""
         if "classes" not in self._cache:
-            max_depth = self.config.depth if self.method == "gcn" else self.config.max_depth
-            backbone = backbone_lib.gcn_backbone(self.config, self._graph(), max_depth=max_depth)
+            make = backbones.for_fixed_depth if self.method == "gcn" else backbones.for_policy
+            backbone = make(self.config, self._graph())
             predict = functools.partial(backbone_lib.predict_classes, backbone)
             self._cache["classes"] = jax.jit(jax.vmap(predict, in_axes=(0, None, 0)))
         return self._cache["classes"]
@@ -248,6 +248,8 @@ def config_from_dict(values: dict) -> config_lib.Config:
     if unknown:
         raise checkpoint.CheckpointError(f"unknown config fields {sorted(unknown)} in a saved fit.")
     values = dict(values)
+    # Fits saved before the backbone field existed (2026-11) used the readout structure.
+    values.setdefault("backbone", "gcn-readout")
     values["q_hidden"] = tuple(values.get("q_hidden", config_lib.Config.q_hidden))
     return config_lib.Config(**values)
 

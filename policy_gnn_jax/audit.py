@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from policy_gnn_jax import gcn
+from policy_gnn_jax import backbone as backbone_lib
 
 
 class Observer(NamedTuple):
@@ -47,7 +47,7 @@ def macro_accuracy_over_depths(correct, depths, min_depth: int, max_depth: int) 
 
 def _macro_accuracy(ctx: AuditContext, logits_all, depths) -> jax.Array:
     g = ctx.graph
-    test_logits = gcn.select_depth(logits_all[:, g.test_index], depths)
+    test_logits = backbone_lib.depth_logits(ctx.backbone, logits_all[:, g.test_index], depths)
     correct = jnp.argmax(test_logits, -1) == g.labels[g.test_index]
     return macro_accuracy_over_depths(correct, depths, ctx.min_depth, ctx.max_depth)
 

@@ -16,8 +16,8 @@ import optax
 from flax import struct
 
 from policy_gnn_jax import backbone as backbone_lib
+from policy_gnn_jax import backbones, gcn
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import gcn
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.trainer import Trainer
 from policy_gnn_jax.treeutil import all_finite, tree_select
@@ -63,7 +63,7 @@ def train_loss(ctx: BaselineContext, params, key: jax.Array) -> jax.Array:
 
 def val_accuracy(ctx: BaselineContext, params) -> jax.Array:
     g = ctx.graph
-    logits = ctx.backbone.logits(params, None)[ctx.depth - 1]
+    logits = ctx.backbone.logits(params, None)[ctx.depth - ctx.backbone.min_depth]
     return gcn.accuracy(logits[g.val_index], g.labels[g.val_index])
 
 
@@ -94,7 +94,9 @@ def train_chunk(ctx: BaselineContext, state: BaselineState, length: int):
 
 def evaluate(ctx: BaselineContext, state: BaselineState) -> dict:
     g = ctx.graph
-    logits = ctx.backbone.logits(state.best_params, None)[ctx.depth - 1][g.test_index]
+    logits = ctx.backbone.logits(state.best_params, None)[ctx.depth - ctx.backbone.min_depth][
+        g.test_index
+    ]
     correct = jnp.argmax(logits, -1) == g.labels[g.test_index]
     return {
         "val_accuracy": state.best_val,
@@ -115,7 +117,7 @@ def make_baseline(
     backbone: backbone_lib.Backbone | None = None,
 ) -> Trainer:
     """The fixed-depth trainer for `config.depth` over exactly `config.epochs` epochs."""
-    backbone = backbone or backbone_lib.gcn_backbone(config, g, max_depth=config.depth)
+    backbone = backbone or backbones.for_fixed_depth(config, g)
     ctx = BaselineContext(g, backbone, config.depth)
     return Trainer(
         init=functools.partial(init, ctx),

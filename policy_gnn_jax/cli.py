@@ -44,14 +44,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="policy-gnn", choices=api.METHODS)
     p.add_argument("--seeds", type=int, default=10, help="number of seeds, run as one vmap")
     p.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
-    p.add_argument("--depth", type=int, default=2, help="gcn: the fixed depth")
-    p.add_argument("--epochs", type=int, default=200, help="gcn: training epochs")
-    p.add_argument("--depths", default="2-5", help="policy methods: allowed depths, e.g. 2-5, 1-5")
+    p.add_argument(
+        "--backbone",
+        default="gcn",
+        choices=config_lib.BACKBONES,
+        help="gcn: the paper's shared GCN; gcn-readout: the structure used until 2026-11; "
+        "decoupled: an MLP, then parameter-free propagation (depths 0..K)",
+    )
+    p.add_argument(
+        "--depth", type=int, default=None, help="gcn: the fixed depth (default 2; decoupled 10)"
+    )
+    p.add_argument("--epochs", type=int, default=None, help="gcn: training epochs (default 200)")
+    p.add_argument(
+        "--depths",
+        default=None,
+        help="policy methods: allowed depths, e.g. 2-5, 1-5 (default 2-5; decoupled 0-16)",
+    )
     p.add_argument("--episodes", type=int, default=1000)
     p.add_argument("--steps-per-episode", type=int, default=10)
     p.add_argument("--transition", default="labelled", choices=config_lib.TRANSITIONS)
     p.add_argument("--buffer-size", type=int, default=128)
-    p.add_argument("--gcn-lr", type=float, default=0.01)
+    p.add_argument("--gcn-lr", type=float, default=None, help="the backbone's Adam rate (0.01)")
+    p.add_argument("--hidden", type=int, default=None, help="backbone width (16; decoupled 64)")
+    p.add_argument("--dropout", type=float, default=None, help="hidden dropout (0.5)")
+    p.add_argument("--input-dropout", type=float, default=None, help="feature dropout (0.5)")
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=None,
+        help="L2 on the first layer (5e-4; decoupled 5e-3)",
+    )
+    p.add_argument(
+        "--teleport", type=float, default=None, help="decoupled: PageRank teleport alpha (0.1)"
+    )
     p.add_argument("--q-lr", type=float, default=5e-4)
     p.add_argument(
         "--data-dir",
@@ -86,21 +111,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args) -> config_lib.Config:
-    min_depth, max_depth = config_lib.parse_depths(args.depths)
-    return config_lib.Config.paper(
-        depth=args.depth,
-        epochs=args.epochs,
-        min_depth=min_depth,
-        max_depth=max_depth,
+    """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given."""
+    preset = config_lib.Config.decoupled if args.backbone == "decoupled" else config_lib.Config
+    values = dict(
+        backbone=args.backbone,
         num_episodes=args.episodes,
         steps_per_episode=args.steps_per_episode,
         transition=args.transition,
         buffer_size=args.buffer_size,
-        gcn_lr=args.gcn_lr,
         q_lr=args.q_lr,
         audit=args.audit,
         episodes_per_call=args.episodes_per_call,
     )
+    if args.depths is not None:
+        values["min_depth"], values["max_depth"] = config_lib.parse_depths(args.depths)
+    optional = dict(
+        depth=args.depth,
+        epochs=args.epochs,
+        gcn_lr=args.gcn_lr,
+        hidden=args.hidden,
+        dropout=args.dropout,
+        input_dropout=args.input_dropout,
+        weight_decay=args.weight_decay,
+        teleport=args.teleport,
+    )
+    values.update({k: v for k, v in optional.items() if v is not None})
+    return preset(**values)
 
 
 def _check_args(args) -> None:
@@ -122,7 +158,7 @@ def main(argv=None) -> int:
     try:
         _check_args(args)
         config = config_from_args(args)
-        out = checkpoint.check_writable_dir(args.out or _default_out(args))
+        out = checkpoint.check_writable_dir(args.out or _default_out(args, config))
         ds = data.load_dataset(
             args.dataset,
             data_dir=args.data_dir,
@@ -170,9 +206,11 @@ def _generator_args(args) -> dict:
     return {}
 
 
-def _default_out(args) -> pathlib.Path:
+def _default_out(args, config) -> pathlib.Path:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    tag = f"{args.method}-d{args.depth}" if args.method == "gcn" else args.method
+    tag = f"{args.method}-d{config.depth}" if args.method == "gcn" else args.method
+    if args.backbone != "gcn":
+        tag = f"{args.backbone}-{tag}"
     return pathlib.Path("results") / f"{args.dataset.lower()}-{tag}-{stamp}"
 
 

@@ -11,6 +11,11 @@ import math
 import re
 
 TRANSITIONS = ("labelled", "walk")
+# `backbones.make_backbone` builds each; "decoupled" is the only one with a depth 0.
+BACKBONES = ("gcn", "gcn-readout", "decoupled")
+# The deepest depth each backbone supports: the coupled GCNs stop where they are useless anyway
+# (README: 9 points lost from depth 2 to 5), the decoupled one costs one C-wide product a depth.
+MAX_DEPTH = {"gcn": 10, "gcn-readout": 10, "decoupled": 64}
 
 
 class ConfigError(ValueError):
@@ -21,7 +26,9 @@ class ConfigError(ValueError):
 class Config:
     """Defaults are the paper's (ALGORITHM.md sections 2-5); see README for every choice."""
 
-    # Shared GCN (section 2).
+    # The backbone (BACKBONES): the paper's shared GCN (section 2) unless told otherwise.
+    backbone: str = "gcn"
+    # Shared GCN (section 2); the decoupled backbone reads the same fields (`Config.decoupled`).
     hidden: int = 16
     dropout: float = 0.5
     # Kipf & Welling's dropout on the input's non-zeros; ALGORITHM.md's formula starts at h_0 = X,
@@ -31,6 +38,8 @@ class Config:
     weight_decay: float = 5e-4
     min_depth: int = 2
     max_depth: int = 5
+    # Decoupled backbone: the personalised-PageRank teleport alpha (0: plain powers of Â).
+    teleport: float = 0.1
     # Fixed-depth baseline (section 7).
     depth: int = 2
     epochs: int = 200
@@ -85,6 +94,14 @@ class Config:
         return cls(**overrides)
 
     @classmethod
+    def decoupled(cls, **overrides) -> Config:
+        """The decoupled backbone with its validation-tuned regularisation (README, "Decoupled
+        backbone"): depths 0..16, the fixed-depth baseline at depth 10."""
+        base = dict(DECOUPLED_DEFAULTS)
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
     def tiny(cls, **overrides) -> Config:
         """Small and fast, for tests and smoke runs."""
         base = dict(
@@ -105,6 +122,21 @@ class Config:
         return cls(**base)
 
 
+# What `Config.decoupled` changes from the paper's defaults; `--backbone decoupled` starts here.
+DECOUPLED_DEFAULTS = dict(
+    backbone="decoupled",
+    hidden=64,
+    dropout=0.5,
+    input_dropout=0.5,
+    weight_decay=5e-3,
+    teleport=0.1,
+    min_depth=0,
+    max_depth=16,
+    depth=10,
+    epochs=200,
+)
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -121,12 +153,27 @@ def _validate(c: Config) -> None:
     _check(c.gcn_lr > 0 and c.q_lr > 0, "learning rates (gcn_lr, q_lr) must be > 0.")
     _check(c.weight_decay >= 0, f"weight_decay must be >= 0, got {c.weight_decay}.")
     _check(
-        1 <= c.min_depth <= c.max_depth,
-        f"depths must satisfy 1 <= min_depth <= max_depth, got {c.min_depth}-{c.max_depth} "
-        f"(e.g. --depths 2-5).",
+        c.backbone in BACKBONES,
+        f"backbone must be one of {BACKBONES}, got {c.backbone!r} (e.g. --backbone decoupled).",
     )
-    _check(c.max_depth <= 10, f"max_depth {c.max_depth} is above the supported 10.")
-    _check(1 <= c.depth <= 10, f"depth must be in 1..10, got {c.depth}.")
+    lowest = 0 if c.backbone == "decoupled" else 1
+    deepest = MAX_DEPTH[c.backbone]
+    _check(
+        lowest <= c.min_depth <= c.max_depth,
+        f"depths must satisfy {lowest} <= min_depth <= max_depth for the {c.backbone} backbone, "
+        f"got {c.min_depth}-{c.max_depth} (e.g. --depths 2-5"
+        + (")." if lowest else " or 0-16).")
+        + (" Depth 0 exists only in the decoupled backbone." if c.min_depth == 0 else ""),
+    )
+    _check(
+        c.max_depth <= deepest,
+        f"max_depth {c.max_depth} is above the {deepest} the {c.backbone} backbone supports.",
+    )
+    _check(
+        lowest <= c.depth <= deepest,
+        f"depth must be in {lowest}..{deepest} for the {c.backbone} backbone, got {c.depth}.",
+    )
+    _check(0.0 <= c.teleport < 1.0, f"teleport must be in [0, 1), got {c.teleport}.")
     for name in (
         "epochs",
         "num_episodes",

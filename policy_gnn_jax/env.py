@@ -62,10 +62,11 @@ def make_context(
 ) -> EnvContext:
     """Args: train_hops: [T, T] hop distances between training nodes
     (`graph.train_hop_distances`), used by the `labelled` transition."""
-    if backbone.max_depth < config.max_depth:
+    if backbone.max_depth < config.max_depth or backbone.min_depth > config.min_depth:
         raise config_lib.ConfigError(
-            f"the backbone has {backbone.max_depth} depths but the policy may pick up to "
-            f"{config.max_depth}: build it with max_depth >= config.max_depth."
+            f"the backbone computes depths {backbone.min_depth}..{backbone.max_depth} but the "
+            f"policy may pick {config.min_depth}..{config.max_depth}: build it with "
+            f"min_depth <= config.min_depth and max_depth >= config.max_depth."
         )
     num_train = g.train_index.shape[0]
     return EnvContext(
@@ -163,7 +164,8 @@ def validation_accuracy(ctx: EnvContext, params, val_depths: jax.Array) -> jax.A
     """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V]."""
     g = ctx.graph
     logits_all = ctx.backbone.logits(params, None)[:, g.val_index]
-    return gcn.accuracy(gcn.select_depth(logits_all, val_depths), g.labels[g.val_index])
+    logits = backbone_lib.depth_logits(ctx.backbone, logits_all, val_depths)
+    return gcn.accuracy(logits, g.labels[g.val_index])
 
 
 def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):
@@ -217,8 +219,9 @@ def labelled_transition(key, nodes, depths, train_index, train_pos, hops):
 
 
 def walk_transition(key, nodes, depths, indptr, indices, max_depth):
-    """An exactly `depth`-step uniform random walk per walker (isolated nodes stay put)."""
-    positions = []
+    """An exactly `depth`-step uniform random walk per walker (isolated nodes stay put; depth 0
+    stays put)."""
+    positions = [nodes]
     v = nodes
     for k_step in jax.random.split(key, max_depth):
         degree = indptr[v + 1] - indptr[v]
@@ -226,4 +229,4 @@ def walk_transition(key, nodes, depths, indptr, indices, max_depth):
         nxt = indices[jnp.minimum(indptr[v] + offset, indices.shape[0] - 1)]
         v = jnp.where(degree > 0, nxt, v)
         positions.append(v)
-    return jnp.take_along_axis(jnp.stack(positions), (depths - 1)[None, :], axis=0)[0]
+    return jnp.take_along_axis(jnp.stack(positions), depths[None, :], axis=0)[0]

@@ -1,8 +1,13 @@
-"""The shared GCN (ALGORITHM.md section 2): K layers shared across depths, all depths in one pass.
+"""The shared GCN (ALGORITHM.md section 2): layers shared across depths, all depths in one pass.
 
-Depth `a` uses the first `a` layers: `h_k = dropout(relu(Â h_{k-1} W_k))`, logits `h_a W_out`.
-One forward pass computes h_1..h_K, hence the logits of every depth; a node's prediction is the
-logits of its own depth.
+`SharedGCN` is the paper's structure (the `gcn` backbone): depth `a` is `a` GCN layers whose last
+one propagates to the classes, `h_k = relu(Â h_{k-1} W_k)` for k < a and logits `Â h_{a-1} W_out`,
+so depth 2 is Kipf & Welling's GCN. `ReadoutGCN` is the structure this project used until 2026-11
+(`a` hidden propagations, then a linear readout `h_a W_out`; the `gcn-readout` backbone), kept so
+the results published with it still reproduce bit for bit. Both compute every depth's logits in
+one forward pass; a node's prediction is the logits of its own depth.
+
+The propagation and sparse-feature kernels below are shared by every backbone.
 """
 
 from __future__ import annotations
@@ -100,8 +105,8 @@ def _gather_feature_matmul_bwd(residuals, cotangent):
 _gather_feature_matmul.defvjp(_gather_feature_matmul_fwd, _gather_feature_matmul_bwd)
 
 
-class SharedGCN(nn.Module):
-    """GCN layers W_1..W_K shared across depths, and one readout W_out.
+class ReadoutGCN(nn.Module):
+    """GCN layers W_1..W_K shared across depths, and one linear readout W_out (until 2026-11).
 
     Parameters: F*H + (K-1)*H*H + H*C (no biases, as ALGORITHM.md counts them).
     """
@@ -138,9 +143,90 @@ class SharedGCN(nn.Module):
         return jnp.stack(hidden_states) @ w_out
 
 
-def make_gcn(config, g: graph_lib.Graph, max_depth: int) -> SharedGCN:
-    """The SharedGCN a config describes, with `max_depth` layers."""
+def _dropped_first_layer(g, w, rate: float, sparse: bool, train: bool) -> jax.Array:
+    """`dropout(X) @ w`: Kipf & Welling's dropout on the features' non-zeros only (dropping zeros
+    changes nothing, and N*F random bits cost more than the layer)."""
+    if sparse:
+        vals = nn.Dropout(rate, deterministic=not train)(g.feat_vals)
+        return sparse_feature_matmul(g, w, vals)
+    return nn.Dropout(rate, deterministic=not train)(g.features) @ w
+
+
+class SharedGCN(nn.Module):
+    """The paper's shared GCN: depth `a` ends with a GCN layer to the classes.
+
+    Depth 1 is `Â X W_0`; depth a >= 2 is `h_1 = relu(Â X W_1)`, `h_k = relu(Â h_{k-1} W_k)` for
+    k = 2..a-1, logits `Â h_{a-1} W_out`. Dropout acts on each layer's input, as in Kipf & Welling:
+    the features (rate `input_dropout`) and every hidden state (rate `dropout`); a hidden state
+    feeds both the next hidden layer and the output layer with one dropout mask.
+
+    Only depths `min_depth..max_depth` are computed and returned ([max_depth - min_depth + 1, N,
+    C]): W_0 exists only when depth 1 is allowed, and the output layer is applied only where a
+    depth ends. Parameters: F*C (depth 1) + F*H + (K-2)*H*H + H*C.
+    """
+
+    hidden: int
+    num_classes: int
+    max_depth: int
+    min_depth: int = 1
+    dropout: float = 0.5
+    input_dropout: float = 0.0
+    sparse_features: bool = True
+
+    @nn.compact
+    def __call__(self, g: graph_lib.Graph, *, train: bool) -> jax.Array:
+        init = nn.initializers.glorot_uniform()
+        h_size, c_size = self.hidden, self.num_classes
+        first = []  # the first layer's weights: W_1 (to the hidden states), W_0 (depth 1)
+        if self.max_depth >= 2:
+            first.append(self.param("w_1", init, (g.num_features, h_size)))
+        if self.min_depth == 1:
+            first.append(self.param("w_0", init, (g.num_features, c_size)))
+        # Â (X W) == (Â X) W, and propagating the narrow product is cheaper; W_1 and W_0 share
+        # the one sparse product and the one propagation.
+        z = propagate(
+            g,
+            _dropped_first_layer(
+                g, jnp.concatenate(first, 1), self.input_dropout, self.sparse_features, train
+            ),
+        )
+        logits = [z[:, -c_size:]] if self.min_depth == 1 else []
+        if self.max_depth >= 2:
+            h = nn.relu(z[:, :h_size])
+            w_out = self.param("w_out", init, (h_size, c_size))
+            for a in range(2, self.max_depth + 1):
+                # h is h_{a-1}: it ends depth a (through W_out) and starts h_a (through W_a).
+                h_in = nn.Dropout(self.dropout, deterministic=not train)(h)
+                ends_here = a >= self.min_depth
+                goes_on = a < self.max_depth
+                weights = []
+                if goes_on:
+                    weights.append(self.param(f"w_{a}", init, (h_size, h_size)))
+                if ends_here:
+                    weights.append(w_out)
+                z = propagate(g, h_in @ jnp.concatenate(weights, 1))
+                if ends_here:
+                    logits.append(z[:, -c_size:])
+                if goes_on:
+                    h = nn.relu(z[:, :h_size])
+        return jnp.stack(logits)
+
+
+def make_gcn(config, g: graph_lib.Graph, max_depth: int, min_depth: int = 1) -> SharedGCN:
+    """The paper-structure SharedGCN a config describes, for depths `min_depth..max_depth`."""
     return SharedGCN(
+        hidden=config.hidden,
+        num_classes=g.num_classes,
+        max_depth=max_depth,
+        min_depth=min_depth,
+        dropout=config.dropout,
+        input_dropout=config.input_dropout,
+    )
+
+
+def make_readout_gcn(config, g: graph_lib.Graph, max_depth: int) -> ReadoutGCN:
+    """The ReadoutGCN (the structure until 2026-11) a config describes, depths 1..max_depth."""
+    return ReadoutGCN(
         hidden=config.hidden,
         num_classes=g.num_classes,
         max_depth=max_depth,
@@ -149,17 +235,18 @@ def make_gcn(config, g: graph_lib.Graph, max_depth: int) -> SharedGCN:
     )
 
 
-def select_depth(logits_all: jax.Array, depth: jax.Array) -> jax.Array:
+def select_depth(logits_all: jax.Array, depth: jax.Array, min_depth: int = 1) -> jax.Array:
     """Picks each node's logits at its own depth.
 
     Args:
-      logits_all: [K, M, C] logits of depths 1..K.
-      depth: [M] int depths in 1..K.
+      logits_all: [D, M, C] logits of depths min_depth..min_depth+D-1 (a backbone's `logits`).
+      depth: [M] int depths in that range.
+      min_depth: the depth of row 0 (the backbone's `min_depth`).
 
     Returns:
       [M, C].
     """
-    return jnp.take_along_axis(logits_all, (depth - 1)[None, :, None], axis=0)[0]
+    return jnp.take_along_axis(logits_all, (depth - min_depth)[None, :, None], axis=0)[0]
 
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
@@ -172,6 +259,10 @@ def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return jnp.mean(jnp.argmax(logits, -1) == labels)
 
 
+# The weights that read the features: W_1 of every GCN, and W_0 (depth 1) of the paper structure.
+FIRST_LAYER = ("w_1", "w_0")
+
+
 def make_optimizer(lr: float, weight_decay: float) -> optax.GradientTransformation:
     """Adam with coupled L2 on the first layer's weights (Kipf & Welling's choice).
 
@@ -181,7 +272,7 @@ def make_optimizer(lr: float, weight_decay: float) -> optax.GradientTransformati
 
     def first_layer_only(params):
         return jax.tree_util.tree_map_with_path(
-            lambda path, _: any(getattr(k, "key", None) == "w_1" for k in path), params
+            lambda path, _: any(getattr(k, "key", None) in FIRST_LAYER for k in path), params
         )
 
     return optax.chain(

@@ -136,6 +136,9 @@ def summary_line(record: dict) -> str:
     name = record["method"] + (
         f" depth {record['config']['depth']}" if record["method"] == "gcn" else ""
     )
+    backbone = record["config"].get("backbone", "gcn-readout")  # absent before 2026-11
+    if backbone != "gcn":
+        name += f" ({backbone} backbone)"
     return (
         f"{record['dataset']} {name}: test accuracy {t['mean']:.4f} ± {t['std']:.4f} over "
         f"{record['seeds']} seeds (val {record['val_accuracy']['mean']:.4f}, "

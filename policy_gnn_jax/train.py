@@ -23,8 +23,8 @@ from flax import struct
 from policy_gnn_jax import agent as agent_lib
 from policy_gnn_jax import audit as audit_lib
 from policy_gnn_jax import backbone as backbone_lib
+from policy_gnn_jax import backbones, dqn, env, gcn, replay
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import dqn, env, gcn, replay
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.trainer import Trainer
 from policy_gnn_jax.treeutil import tree_select
@@ -153,7 +153,7 @@ def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
     g, best = ctx.graph, rs.best
     depths = ctx.agent.depths(evaluation_key(rs.key), best.policy, g.test_index)
     logits_all = ctx.env.backbone.logits(best.params, None)
-    logits = gcn.select_depth(logits_all[:, g.test_index], depths)
+    logits = backbone_lib.depth_logits(ctx.env.backbone, logits_all[:, g.test_index], depths)
     results = {
         "test_accuracy": gcn.accuracy(logits, g.labels[g.test_index]),
         "val_accuracy": best.val_accuracy,
@@ -187,7 +187,7 @@ def make_context(
     agent: agent_lib.Agent | None = None,
 ) -> LoopContext:
     """Wires the loop: the config's backbone and agent unless others are given."""
-    backbone = backbone or backbone_lib.gcn_backbone(config, g)
+    backbone = backbone or backbones.for_policy(config, g)
     agent = agent or make_agent(config, g)
     env_ctx = env.make_context(config, g, train_hops, backbone)
     observer = audit_lib.make_audit(config, g, backbone, agent) if config.audit else None

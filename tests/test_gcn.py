@@ -1,4 +1,4 @@
-"""The shared GCN against a dense numpy reference, gradients included."""
+"""The shared GCNs and the decoupled backbone against dense numpy references, gradients included."""
 
 import chex
 import jax
@@ -38,7 +38,7 @@ def test_symmetric_vjp_matches_autodiff(small_graph, key):
     chex.assert_trees_all_close(g_custom, g_plain, rtol=1e-5, atol=1e-6)
 
 
-def numpy_gcn(params, x, a_hat, max_depth):
+def numpy_readout_gcn(params, x, a_hat, max_depth):
     p = params["params"]
     h = x
     logits = []
@@ -49,12 +49,12 @@ def numpy_gcn(params, x, a_hat, max_depth):
 
 
 @pytest.mark.parametrize("sparse", [True, False])
-def test_shared_gcn_matches_numpy_all_depths(small_dataset, small_graph, key, sparse):
-    model = gcn.SharedGCN(hidden=8, num_classes=3, max_depth=4, sparse_features=sparse)
+def test_readout_gcn_matches_numpy_all_depths(small_dataset, small_graph, key, sparse):
+    model = gcn.ReadoutGCN(hidden=8, num_classes=3, max_depth=4, sparse_features=sparse)
     params = model.init(key, small_graph, train=False)
     got = model.apply(params, small_graph, train=False)
     chex.assert_shape(got, (4, small_dataset.num_nodes, 3))
-    want = numpy_gcn(
+    want = numpy_readout_gcn(
         params,
         small_dataset.features.toarray().astype(np.float64),
         dense_adjacency(small_dataset),
@@ -65,14 +65,14 @@ def test_shared_gcn_matches_numpy_all_depths(small_dataset, small_graph, key, sp
 
 def test_gradients_match_numpy_finite_differences(small_dataset, small_graph, key):
     """d loss / d w_out and w_1 against central differences of the float64 numpy reference."""
-    model = gcn.SharedGCN(hidden=4, num_classes=3, max_depth=2)
+    model = gcn.ReadoutGCN(hidden=4, num_classes=3, max_depth=2)
     params = model.init(key, small_graph, train=False)
     x = small_dataset.features.toarray().astype(np.float64)
     a_hat = dense_adjacency(small_dataset)
     labels = small_dataset.labels
 
     def np_loss(p):
-        z = numpy_gcn(p, x, a_hat, 2)[1]
+        z = numpy_readout_gcn(p, x, a_hat, 2)[1]
         z = z - z.max(1, keepdims=True)
         return -np.mean(z[np.arange(len(labels)), labels] - np.log(np.exp(z).sum(1)))
 
@@ -92,10 +92,21 @@ def test_gradients_match_numpy_finite_differences(small_dataset, small_graph, ke
         np.testing.assert_allclose(grads[name][i, j], numeric, rtol=2e-3, atol=1e-6)
 
 
-def test_parameter_count_is_shared(small_graph, key):
+def test_readout_parameter_count_is_shared(small_graph, key):
     f, h, c, k = small_graph.num_features, 8, 3, 5
-    params = gcn.SharedGCN(hidden=h, num_classes=c, max_depth=k).init(key, small_graph, train=False)
+    model = gcn.ReadoutGCN(hidden=h, num_classes=c, max_depth=k)
+    params = model.init(key, small_graph, train=False)
     assert sum(v.size for v in jax.tree.leaves(params)) == f * h + (k - 1) * h * h + h * c
+
+
+@pytest.mark.parametrize("min_depth", [1, 2])
+def test_paper_gcn_parameter_count(small_graph, key, min_depth):
+    """ALGORITHM.md section 2: F*H + (K-2)*H*H + H*C, plus F*C when depth 1 is allowed."""
+    f, h, c, k = small_graph.num_features, 8, 3, 5
+    model = gcn.SharedGCN(hidden=h, num_classes=c, max_depth=k, min_depth=min_depth)
+    params = model.init(key, small_graph, train=False)
+    want = f * h + (k - 2) * h * h + h * c + (f * c if min_depth == 1 else 0)
+    assert sum(v.size for v in jax.tree.leaves(params)) == want
 
 
 def test_select_depth_picks_each_nodes_depth():
@@ -107,7 +118,7 @@ def test_select_depth_picks_each_nodes_depth():
 
 
 def test_dropout_only_in_training(small_graph, key):
-    model = gcn.SharedGCN(hidden=8, num_classes=3, max_depth=2, input_dropout=0.5)
+    model = gcn.ReadoutGCN(hidden=8, num_classes=3, max_depth=2, input_dropout=0.5)
     params = model.init(key, small_graph, train=False)
     eval_a = model.apply(params, small_graph, train=False)
     eval_b = model.apply(params, small_graph, train=False)
@@ -165,3 +176,104 @@ def _symmetric_reference(plain, x):
 
     f.defvjp(lambda x: (plain(x), None), lambda _, ct: (plain(ct),))
     return f(x)
+
+
+def numpy_paper_gcn(params, x, a_hat, min_depth, max_depth):
+    """ALGORITHM.md section 2, written from its formulas: depth 1 = Â X W_0; depth a >= 2 =
+    Â h_{a-1} W_out with h_1 = relu(Â X W_1), h_k = relu(Â h_{k-1} W_k)."""
+    p = {name: np.asarray(v, np.float64) for name, v in params["params"].items()}
+    logits = {}
+    if min_depth == 1:
+        logits[1] = a_hat @ x @ p["w_0"]
+    h = np.maximum(a_hat @ x @ p["w_1"], 0.0) if max_depth >= 2 else None
+    for a in range(2, max_depth + 1):
+        logits[a] = a_hat @ h @ p["w_out"]
+        if a < max_depth:
+            h = np.maximum(a_hat @ h @ p[f"w_{a}"], 0.0)
+    return np.stack([logits[a] for a in range(min_depth, max_depth + 1)])
+
+
+@pytest.mark.parametrize(
+    ("min_depth", "max_depth", "sparse"), [(1, 4, True), (2, 5, False), (3, 3, True), (1, 1, True)]
+)
+def test_paper_gcn_matches_numpy(small_dataset, small_graph, key, min_depth, max_depth, sparse):
+    model = gcn.SharedGCN(
+        hidden=8, num_classes=3, min_depth=min_depth, max_depth=max_depth, sparse_features=sparse
+    )
+    params = model.init(key, small_graph, train=False)
+    got = model.apply(params, small_graph, train=False)
+    chex.assert_shape(got, (max_depth - min_depth + 1, small_dataset.num_nodes, 3))
+    x = small_dataset.features.toarray().astype(np.float64)
+    want = numpy_paper_gcn(params, x, dense_adjacency(small_dataset), min_depth, max_depth)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_paper_gcn_depth_two_is_kipf_and_welling(small_dataset, small_graph, key):
+    """Depth 2 is Kipf & Welling's two-layer GCN, Â relu(Â X W_1) W_2, with no extra readout."""
+    model = gcn.SharedGCN(hidden=8, num_classes=3, min_depth=2, max_depth=2)
+    params = model.init(key, small_graph, train=False)
+    assert set(params["params"]) == {"w_1", "w_out"}
+    p = jax.tree.map(lambda v: np.asarray(v, np.float64), params["params"])
+    a_hat = dense_adjacency(small_dataset)
+    x = small_dataset.features.toarray().astype(np.float64)
+    want = a_hat @ np.maximum(a_hat @ x @ p["w_1"], 0) @ p["w_out"]
+    np.testing.assert_allclose(
+        model.apply(params, small_graph, train=False)[0], want, rtol=1e-4, atol=1e-5
+    )
+
+
+def test_paper_gcn_dropout_only_in_training(small_graph, key):
+    model = gcn.SharedGCN(hidden=8, num_classes=3, max_depth=3, input_dropout=0.5)
+    params = model.init(key, small_graph, train=False)
+    eval_a = model.apply(params, small_graph, train=False)
+    np.testing.assert_array_equal(eval_a, model.apply(params, small_graph, train=False))
+    train_a = model.apply(params, small_graph, train=True, rngs={"dropout": key})
+    assert not np.allclose(train_a, eval_a)
+
+
+def test_weight_decay_covers_depth_one_weights():
+    """W_0 (depth 1) reads the features as W_1 does: both get the first layer's L2."""
+    params = {"params": {"w_0": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}}
+    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
+    updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
+    assert np.all(np.asarray(updates["params"]["w_0"]) < 0)
+    np.testing.assert_array_equal(updates["params"]["w_out"], 0.0)
+
+
+def numpy_decoupled(params, x, a_hat, alpha, min_depth, max_depth):
+    """decoupled.py's formula: Z_0 = relu(X W_1 + b_1) W_2 + b_2, Z_k = (1-a) Â Z_{k-1} + a Z_0."""
+    p = {name: np.asarray(v, np.float64) for name, v in params["params"].items()}
+    z0 = np.maximum(x @ p["w_1"] + p["b_1"], 0.0) @ p["w_2"] + p["b_2"]
+    zs = [z0]
+    for _ in range(max_depth):
+        zs.append((1 - alpha) * a_hat @ zs[-1] + alpha * z0)
+    return np.stack(zs[min_depth:])
+
+
+@pytest.mark.parametrize(("alpha", "min_depth", "max_depth"), [(0.1, 0, 16), (0.0, 2, 6)])
+def test_decoupled_matches_numpy(small_dataset, small_graph, key, alpha, min_depth, max_depth):
+    from policy_gnn_jax import decoupled
+
+    model = decoupled.DecoupledGCN(
+        hidden=8, num_classes=3, alpha=alpha, min_depth=min_depth, max_depth=max_depth
+    )
+    params = model.init(key, small_graph, train=False)
+    # Non-zero biases, so that the test sees them.
+    params = jax.tree.map(lambda v: v + 0.1, params)
+    got = model.apply(params, small_graph, train=False)
+    chex.assert_shape(got, (max_depth - min_depth + 1, small_dataset.num_nodes, 3))
+    x = small_dataset.features.toarray().astype(np.float64)
+    a_hat = dense_adjacency(small_dataset)
+    want = numpy_decoupled(params, x, a_hat, alpha, min_depth, max_depth)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_decoupled_parameters_do_not_grow_with_depth(small_graph, key):
+    from policy_gnn_jax import decoupled
+
+    def count(k):
+        model = decoupled.DecoupledGCN(hidden=8, num_classes=3, max_depth=k)
+        return sum(v.size for v in jax.tree.leaves(model.init(key, small_graph, train=False)))
+
+    f = small_graph.num_features
+    assert count(2) == count(32) == f * 8 + 8 + 8 * 3 + 3

@@ -21,6 +21,7 @@ def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
         seeds=2,
         episodes=None,
         preset="tiny",
+        backbone="gcn",
         audit=True,
         data_dir=str(folder),
         out=str(out),

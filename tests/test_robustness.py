@@ -147,6 +147,12 @@ def test_load_of_a_damaged_fit_is_a_clear_error(tmp_path):
         (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
         (["--q-lr", "inf"], "q_lr must be a finite number"),
         (["--gcn-lr", "nan"], "gcn_lr must be a finite number"),
+        (["--depths", "0-4"], "Depth 0 exists only in the decoupled backbone"),
+        (["--depths", "2-12"], "above the 10 the gcn backbone supports"),
+        (["--backbone", "decoupled", "--depths", "0-65"], "above the 64 the decoupled"),
+        (["--backbone", "decoupled", "--teleport", "1"], "teleport must be in [0, 1)"),
+        (["--backbone", "decoupled", "--hidden", "0"], "hidden must be >= 1"),
+        (["--method", "gcn", "--depth", "0"], "depth must be in 1..10 for the gcn backbone"),
     ],
 )
 def test_cli_bad_input_is_one_error_line_and_exit_2(capsys, tmp_path, argv, message):
