@@ -5,6 +5,7 @@
     fit.record["test_accuracy"]            # {"mean", "std", "per_seed"}: the honest protocol
     fit.predict_depths(nodes)              # [S, M] each seed's selected policy's depths
     fit.predict(nodes)                     # [S, M] class ids at those depths
+    fit.predict_logits(nodes)              # [S, M, C] their logits
     fit.save("out"); policy_gnn_jax.load("out")
 
 A `Fit` holds each seed's validation-selected snapshot (backbone parameters and policy) with a
@@ -154,14 +155,14 @@ class Fit:
             self._cache["depths"] = jax.jit(jax.vmap(agent.depths, in_axes=(0, 0, None)))
         return self._cache["depths"]
 
-    def _classes_fn(self):
-        """jit(vmap over seeds) of the backbone's class predictions, built once per Fit."""
-        if "classes" not in self._cache:
+    def _logits_fn(self):
+        """jit(vmap over seeds) of the backbone's logits at given depths, built once per Fit."""
+        if "logits" not in self._cache:
             make = backbones.for_fixed_depth if self.method == "gcn" else backbones.for_policy
             backbone = make(self.config, self._graph())
-            predict = functools.partial(backbone_lib.predict_classes, backbone)
-            self._cache["classes"] = jax.jit(jax.vmap(predict, in_axes=(0, None, 0)))
-        return self._cache["classes"]
+            predict = functools.partial(backbone_lib.predict_logits, backbone)
+            self._cache["logits"] = jax.jit(jax.vmap(predict, in_axes=(0, None, 0)))
+        return self._cache["logits"]
 
     def _nodes(self, nodes) -> jax.Array:
         array = np.asarray(nodes)
@@ -182,10 +183,14 @@ class Fit:
         keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
         return np.asarray(self._depths_fn()(keys, self.policy, nodes))
 
+    def predict_logits(self, nodes) -> np.ndarray:
+        """[S, M, C] each seed's logits for each node at its predicted depth."""
+        depths = jnp.asarray(self.predict_depths(nodes))
+        return np.asarray(self._logits_fn()(self.params, self._nodes(nodes), depths))
+
     def predict(self, nodes) -> np.ndarray:
         """[S, M] each seed's class prediction for each node at its predicted depth."""
-        depths = jnp.asarray(self.predict_depths(nodes))
-        return np.asarray(self._classes_fn()(self.params, self._nodes(nodes), depths))
+        return self.predict_logits(nodes).argmax(-1)
 
     def save(self, directory: str | pathlib.Path) -> pathlib.Path:
         """Writes results.json, the snapshots, the dataset and fit.json (last) atomically."""

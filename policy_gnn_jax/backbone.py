@@ -103,7 +103,11 @@ def gcn_readout_backbone(config, g: graph_lib.Graph, max_depth: int | None = Non
     return flax_backbone(model, g, optimizer, 1, model.max_depth)
 
 
+def predict_logits(backbone: Backbone, params, nodes: jax.Array, depths: jax.Array) -> jax.Array:
+    """Logits [M, C] of `nodes` [M] at their `depths` [M] (evaluation mode)."""
+    return depth_logits(backbone, backbone.logits(params, None)[:, nodes], depths)
+
+
 def predict_classes(backbone: Backbone, params, nodes: jax.Array, depths: jax.Array) -> jax.Array:
     """Class predictions [M] of `nodes` [M] at their `depths` [M] (evaluation mode)."""
-    logits = depth_logits(backbone, backbone.logits(params, None)[:, nodes], depths)
-    return jnp.argmax(logits, -1)
+    return jnp.argmax(predict_logits(backbone, params, nodes, depths), -1)
