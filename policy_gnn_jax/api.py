@@ -29,7 +29,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import backbones, baseline, checkpoint, data, graph, records, runner, train
+from policy_gnn_jax import (
+    backbones,
+    baseline,
+    checkpoint,
+    data,
+    graph,
+    plus,
+    records,
+    runner,
+    train,
+)
 from policy_gnn_jax import config as config_lib
 
 METHODS = records.METHODS
@@ -52,6 +62,8 @@ def run_fingerprint(ds: data.Dataset, config, method: str, seeds: int, seed: int
 def _make_trainer(method: str, config, ds: data.Dataset, g: graph.Graph):
     if method == "gcn":
         return baseline.make_baseline(config, g)
+    if method == "policy-gnn-plus":
+        return plus.make_trainer(config, ds, g)
     return train.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
 
 
@@ -86,7 +98,7 @@ def fit(
     """
     config = config or config_lib.Config.paper()
     _check_method(method)
-    if method != "gcn":
+    if method in ("policy-gnn", "random"):
         config = dataclasses.replace(config, random_policy=(method == "random"))
     keys = runner.seed_keys(seed, seeds)
     g = graph.from_dataset(dataset)  # validates the dataset again: nothing unchecked reaches jit
@@ -103,7 +115,7 @@ def fit(
             keys,
             desc=f"{desc} on {dataset.name}",
             progress=progress,
-            hints=runner.learning_rate_hints(config),
+            hints=runner.learning_rate_hints(config, method),
             checkpoint=ckpt,
             checkpoint_every=checkpoint_every,
         )
@@ -114,7 +126,7 @@ def fit(
     record = records.build(dataset, config, method, seeds, seed, metrics, results, wall, g.kernels)
     params, policy = trainer.selected(state)
     eval_keys = None
-    if method != "gcn":
+    if method in ("policy-gnn", "random"):
         # The key each seed's evaluation drew its depths with (used by the random policy).
         eval_keys = jax.random.key_data(jax.vmap(train.evaluation_key)(state.key))
     return Fit(
@@ -155,6 +167,14 @@ class Fit:
             self._cache["depths"] = jax.jit(jax.vmap(agent.depths, in_axes=(0, 0, None)))
         return self._cache["depths"]
 
+    def _plus_depths_fn(self):
+        """jit(vmap over seeds) of Policy-GNN+'s depths (the bandit reads the backbone)."""
+        if "plus_depths" not in self._cache:
+            ctx = plus.make_context(self.config, self.dataset, self._graph())
+            depths = functools.partial(plus.depths_of, ctx)
+            self._cache["plus_depths"] = jax.jit(jax.vmap(depths, in_axes=(0, 0, None)))
+        return self._cache["plus_depths"]
+
     def _logits_fn(self):
         """jit(vmap over seeds) of the backbone's logits at given depths, built once per Fit."""
         if "logits" not in self._cache:
@@ -180,6 +200,8 @@ class Fit:
         nodes = self._nodes(nodes)
         if self.method == "gcn":
             return np.full((self.num_seeds, nodes.shape[0]), self.config.depth, np.int32)
+        if self.method == "policy-gnn-plus":
+            return np.asarray(self._plus_depths_fn()(self.params, self.policy, nodes))
         keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
         return np.asarray(self._depths_fn()(keys, self.policy, nodes))
 
@@ -302,5 +324,6 @@ def _snapshot_structure(method: str, config, ds: data.Dataset, seeds: int):
     keys = jax.random.split(jax.random.key(0), seeds)
     state = jax.eval_shape(jax.vmap(trainer.init), keys)
     params, policy = trainer.selected(state)
-    eval_keys = None if method == "gcn" else jax.ShapeDtypeStruct((seeds, 2), jnp.uint32)
+    policy_method = method in ("policy-gnn", "random")
+    eval_keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32) if policy_method else None
     return params, policy, eval_keys

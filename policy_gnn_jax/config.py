@@ -13,6 +13,9 @@ import re
 TRANSITIONS = ("labelled", "walk")
 # `backbones.make_backbone` builds each; "decoupled" is the only one with a depth 0.
 BACKBONES = ("gcn", "gcn-readout", "decoupled")
+PLUS_TRAIN_DEPTHS = ("random", "policy", "all")
+PLUS_SIGNALS = ("all", "graph", "depth")
+PLUS_REWARDS = ("loglik", "correct")
 # The deepest depth each backbone supports: the coupled GCNs stop where they are useless anyway
 # (README: 9 points lost from depth 2 to 5), the decoupled one costs one C-wide product a depth.
 MAX_DEPTH = {"gcn": 10, "gcn-readout": 10, "decoupled": 64}
@@ -70,6 +73,22 @@ class Config:
     # headline. It draws from its own key and feeds nothing back, so the honest results are
     # unchanged by it.
     audit: bool = False
+    # Policy-GNN+ (`--method policy-gnn-plus`, plus.py): each part a switch, chosen on
+    # validation (README, "Policy-GNN+"). It trains for `epochs` full-batch epochs.
+    # The depths the backbone trains its training nodes at: "random" (uniform, every epoch),
+    # "policy" (random for the first `plus_warmup_fraction` of epochs, then the bandit's
+    # epsilon-greedy choice) or "all" (the mean loss over every depth).
+    plus_train_depths: str = "random"
+    plus_warmup_fraction: float = 0.5
+    # The bandit's state: "all" signals, "graph" (degree, distance to a labelled node,
+    # smoothness, feature directions) or "depth" (each depth's confidence, entropy, agreement).
+    plus_signals: str = "all"
+    # The per-node reward on the policy half of validation: "loglik" or "correct".
+    plus_reward: str = "loglik"
+    # The share of validation nodes that train the bandit; the rest only select the snapshot.
+    plus_policy_fraction: float = 0.5
+    plus_lr: float = 0.01
+    plus_l2: float = 1e-3
     # Progress reporting: the jitted loop returns to Python every `episodes_per_call` episodes.
     episodes_per_call: int = 10
 
@@ -174,6 +193,21 @@ def _validate(c: Config) -> None:
         f"depth must be in {lowest}..{deepest} for the {c.backbone} backbone, got {c.depth}.",
     )
     _check(0.0 <= c.teleport < 1.0, f"teleport must be in [0, 1), got {c.teleport}.")
+    for name, allowed in (
+        ("plus_train_depths", PLUS_TRAIN_DEPTHS),
+        ("plus_signals", PLUS_SIGNALS),
+        ("plus_reward", PLUS_REWARDS),
+    ):
+        _check(
+            getattr(c, name) in allowed,
+            f"{name} must be one of {allowed}, got {getattr(c, name)!r}.",
+        )
+    _check(0.0 <= c.plus_warmup_fraction <= 1.0, "plus_warmup_fraction must be in [0, 1].")
+    _check(
+        0.0 < c.plus_policy_fraction < 1.0,
+        f"plus_policy_fraction must be in (0, 1), got {c.plus_policy_fraction}.",
+    )
+    _check(c.plus_lr > 0 and c.plus_l2 >= 0, "plus_lr must be > 0 and plus_l2 >= 0.")
     for name in (
         "epochs",
         "num_episodes",

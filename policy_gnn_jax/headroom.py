@@ -129,19 +129,33 @@ def feature_projection(ds: data.Dataset, dims: int = 16) -> np.ndarray:
     return left * values
 
 
-def depth_signals(probs: np.ndarray) -> np.ndarray:
-    """[S, N, 4D]: per depth, the top-class probability, the entropy, agreement with the previous
-    depth's prediction and agreement with the most common prediction over depths."""
+def depth_signals(probs):
+    """[..., N, 4D] from probs [D, ..., N, C]: per depth, the top-class probability, the entropy,
+    agreement with the previous depth's prediction and agreement with the most common prediction
+    over depths. Label-free; jnp ops, so the Policy-GNN+ loop computes it inside jit too."""
     top = probs.max(-1)
-    entropy = -(probs * np.log(np.clip(probs, 1e-12, 1))).sum(-1)
-    pred = probs.argmax(-1)  # [D, S, N]
-    previous = np.concatenate([pred[:1], pred[:-1]])
-    agree_prev = (pred == previous).astype(np.float64)
-    num_classes = probs.shape[-1]
-    votes = (pred[..., None] == np.arange(num_classes)).sum(0)  # [S, N, C]
-    agree_major = (pred == votes.argmax(-1)[None]).astype(np.float64)
-    stacked = np.concatenate([top, entropy, agree_prev, agree_major])  # [4D, S, N]
-    return np.moveaxis(stacked, 0, -1)
+    entropy = -(probs * jnp.log(jnp.clip(probs, 1e-12, 1.0))).sum(-1)
+    pred = probs.argmax(-1)  # [D, ..., N]
+    previous = jnp.concatenate([pred[:1], pred[:-1]])
+    agree_prev = (pred == previous).astype(probs.dtype)
+    votes = (pred[..., None] == jnp.arange(probs.shape[-1])).sum(0)  # [..., N, C]
+    agree_major = (pred == votes.argmax(-1)[None]).astype(probs.dtype)
+    stacked = jnp.concatenate([top, entropy, agree_prev, agree_major])  # [4D, ..., N]
+    return jnp.moveaxis(stacked, 0, -1)
+
+
+def graph_signals(ds: data.Dataset, max_depth: int, projection_dims: int = 16) -> np.ndarray:
+    """[N, 2 + max_depth + 1 + dims]: the label-free per-node signals that do not depend on a
+    model: degree, distance to the nearest training node, the smoothness distances of
+    k = 0..max_depth, the features' top singular directions."""
+    return np.concatenate(
+        [
+            node_signals(ds, max_depth),
+            smoothness_distances(ds, max_depth).T,
+            feature_projection(ds, projection_dims),
+        ],
+        1,
+    )
 
 
 def _probe_loss(params, x, y, l2):
@@ -243,10 +257,8 @@ def analyse(ds: data.Dataset, probs: np.ndarray, depths: np.ndarray, max_hops: i
         "test_accuracy": summary(accuracy_at(correct, smooth[:, test], test)),
         "depth_counts_test": np.bincount(smooth[0, test], minlength=len(depths)).tolist(),
     }
-    graph_part = np.concatenate(
-        [node_signals(ds, max_hops), distances.T, feature_projection(ds)], 1
-    )
-    per_seed = depth_signals(probs)
+    graph_part = graph_signals(ds, max_hops)
+    per_seed = np.asarray(depth_signals(probs.astype(np.float32)), np.float64)
     probe_val, probe_test, probe_counts = [], [], np.zeros(len(depths), np.int64)
     for s in range(num_seeds):
         signals = np.concatenate([graph_part, per_seed[s]], 1)

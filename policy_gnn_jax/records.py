@@ -14,7 +14,7 @@ import numpy as np
 
 from policy_gnn_jax import checkpoint
 
-METHODS = ("policy-gnn", "random", "gcn")
+METHODS = ("policy-gnn", "random", "gcn", "policy-gnn-plus")
 _PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "jraph", "numpy", "scipy")
 
 
@@ -65,6 +65,8 @@ def build(
     }
     if method == "gcn":
         record["best_epoch"] = results["best_epoch"].tolist()
+    elif method == "policy-gnn-plus":
+        record.update(_plus_fields(config, metrics, results))
     else:
         record.update(_policy_fields(config, metrics, results))
     # JSON-native (tuples become lists), so the record equals what results.json reads back.
@@ -122,6 +124,25 @@ def _policy_fields(config, metrics, results) -> dict:
         "train_action_share": (
             metrics["action_counts"].sum((0, 1)) / max(1, metrics["action_counts"].sum())
         ).tolist(),
+    }
+
+
+def _plus_fields(config, metrics, results) -> dict:
+    counts = results["test_depth_counts"]  # [S, D]
+    share = counts / np.maximum(counts.sum(1, keepdims=True), 1)
+    return {
+        "depths": list(range(config.min_depth, config.max_depth + 1)),
+        "val_accuracy_note": "on the selection half of the validation nodes (the other half "
+        "trains the bandit)",
+        "test_depth_distribution": {"mean": share.mean(0).tolist(), "per_seed": share.tolist()},
+        "best_epoch": results["best_epoch"].tolist(),
+        "test_depths": results["test_depths"].tolist(),
+        "val_accuracy_curve": {
+            "per_epoch_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
+        },
+        "policy_half_accuracy_curve": {
+            "per_epoch_mean_over_seeds": metrics["policy_half_accuracy"].mean(0).tolist(),
+        },
     }
 
 

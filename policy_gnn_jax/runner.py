@@ -22,7 +22,7 @@ from policy_gnn_jax.trainer import Trainer
 MAX_SEED = 2**32 - 1
 
 # Which network a metric watches, for the divergence message.
-_SOURCE = {"agent_finite": "agent", "td_loss": "agent"}
+_SOURCE = {"agent_finite": "agent", "td_loss": "agent", "bandit_loss": "agent"}
 _FLAG_METRICS = ("backbone_finite", "agent_finite")
 
 
@@ -208,11 +208,14 @@ def _concat(chunks: list) -> dict:
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
 
 
-def learning_rate_hints(config) -> dict:
+def learning_rate_hints(config, method: str = "policy-gnn") -> dict:
     """The divergence fix per network, naming the CLI flag and the Config field."""
+    agent = f"Lower the Q-network learning rate (--q-lr / Config.q_lr, now {config.q_lr:g})"
+    if method == "policy-gnn-plus":
+        agent = f"Lower the bandit's learning rate (Config.plus_lr, now {config.plus_lr:g})"
     return {
         "backbone": (
             f"Lower the GCN learning rate (--gcn-lr / Config.gcn_lr, now {config.gcn_lr:g})"
         ),
-        "agent": f"Lower the Q-network learning rate (--q-lr / Config.q_lr, now {config.q_lr:g})",
+        "agent": agent,
     }

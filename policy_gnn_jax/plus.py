@@ -1,0 +1,242 @@
+"""Policy-GNN+ (`--method policy-gnn-plus`): a per-node depth policy that can use what the
+headroom analysis finds. One full-batch epoch is:
+
+1. the backbone takes one step on the training nodes, each at a depth given by
+   `plus_train_depths` (random, the bandit's epsilon-greedy choice after a random warm-up, or
+   the mean over all depths);
+2. the bandit (`bandit.py`) regresses, on the POLICY half of the validation nodes, every depth's
+   per-node reward (log-likelihood or correctness of the node's label at that depth: labels the
+   backbone never trains on) on the nodes' label-free signals;
+3. M_t = accuracy on the SELECTION half at the bandit's greedy depths; the best (backbone,
+   bandit) pair so far is the snapshot. The selection half trains nothing.
+
+Test nodes get the snapshot's greedy depths once, at the end. The signals are `headroom`'s:
+graph signals computed once on the host, and each depth's confidence, entropy and agreement
+from the current backbone. The bandit does not go through `agent.Agent`: that interface sees
+node ids only, and this state needs the backbone's current predictions.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from policy_gnn_jax import backbone as backbone_lib
+from policy_gnn_jax import backbones, bandit, data, gcn, headroom
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.trainer import Trainer
+from policy_gnn_jax.treeutil import all_finite, tree_select
+
+EPSILON = 0.1  # exploration of the "policy" training depths after the warm-up
+
+
+class PlusContext(NamedTuple):
+    config: config_lib.Config
+    graph: graph_lib.Graph
+    backbone: backbone_lib.Backbone
+    graph_signals: jax.Array  # [N, G] standardised, label-free
+    optimizer: optax.GradientTransformation  # the bandit's
+
+
+@struct.dataclass
+class PlusState:
+    params: dict
+    opt_state: optax.OptState
+    policy: bandit.BanditParams
+    policy_opt: optax.OptState
+    policy_nodes: jax.Array  # [P] the validation half that trains the bandit
+    select_nodes: jax.Array  # [Q] the half that only selects the snapshot
+    key: jax.Array
+    epoch: jax.Array
+    best_val: jax.Array
+    best_epoch: jax.Array
+    best_params: dict
+    best_policy: bandit.BanditParams
+
+
+def make_context(config, ds: data.Dataset, g: graph_lib.Graph) -> PlusContext:
+    raw = headroom.graph_signals(ds, config.max_depth)
+    standardised = (raw - raw.mean(0)) / (raw.std(0) + 1e-6)
+    return PlusContext(
+        config=config,
+        graph=g,
+        backbone=backbones.for_policy(config, g),
+        graph_signals=jnp.asarray(standardised, jnp.float32),
+        optimizer=optax.adam(config.plus_lr),
+    )
+
+
+def num_depths(ctx: PlusContext) -> int:
+    return ctx.config.max_depth - ctx.config.min_depth + 1
+
+
+def signals(ctx: PlusContext, probs: jax.Array) -> jax.Array:
+    """[N, P] the bandit's state of every node from the backbone's probs [D, N, C]."""
+    parts = []
+    if ctx.config.plus_signals in ("all", "graph"):
+        parts.append(ctx.graph_signals)
+    if ctx.config.plus_signals in ("all", "depth"):
+        parts.append(headroom.depth_signals(probs))
+    return jnp.concatenate(parts, 1)
+
+
+def num_signals(ctx: PlusContext) -> int:
+    probs = jax.ShapeDtypeStruct((num_depths(ctx), ctx.graph.num_nodes, 1), jnp.float32)
+    return jax.eval_shape(functools.partial(signals, ctx), probs).shape[1]
+
+
+def eval_probs(ctx: PlusContext, params) -> jax.Array:
+    return jax.nn.softmax(ctx.backbone.logits(params, None), -1)
+
+
+def init(ctx: PlusContext, key: jax.Array) -> PlusState:
+    key, k_params, k_split = jax.random.split(key, 3)
+    params = ctx.backbone.init(k_params)
+    val = ctx.graph.val_index
+    order = jax.random.permutation(k_split, val.shape[0])
+    cut = int(round(ctx.config.plus_policy_fraction * val.shape[0]))
+    policy = bandit.init(num_signals(ctx), num_depths(ctx))
+    return PlusState(
+        params=params,
+        opt_state=ctx.backbone.optimizer.init(params),
+        policy=policy,
+        policy_opt=ctx.optimizer.init(policy),
+        policy_nodes=val[order[:cut]],
+        select_nodes=val[order[cut:]],
+        key=key,
+        epoch=jnp.zeros((), jnp.int32),
+        best_val=jnp.full((), -1.0, jnp.float32),
+        best_epoch=jnp.zeros((), jnp.int32),
+        best_params=params,
+        best_policy=policy,
+    )
+
+
+def training_depths(ctx: PlusContext, key, state: PlusState, node_signals) -> jax.Array:
+    """[T] depth indices of the training nodes for "random" / "policy" (ignored for "all")."""
+    cfg = ctx.config
+    k_random, k_explore = jax.random.split(key)
+    nodes = ctx.graph.train_index
+    random = jax.random.randint(k_random, nodes.shape, 0, num_depths(ctx))
+    if cfg.plus_train_depths == "random":
+        return random
+    warm = state.epoch < int(cfg.plus_warmup_fraction * cfg.epochs)
+    explore = warm | (jax.random.uniform(k_explore, nodes.shape) < EPSILON)
+    return jnp.where(explore, random, bandit.greedy(state.policy, node_signals[nodes]))
+
+
+def backbone_loss(ctx: PlusContext, params, key, depth_index) -> jax.Array:
+    nodes = ctx.graph.train_index
+    if ctx.config.plus_train_depths == "all":
+        d = num_depths(ctx)
+        every = jnp.broadcast_to(jnp.arange(d)[:, None] + ctx.config.min_depth, (d, nodes.size))
+        return jnp.mean(ctx.backbone.loss(params, key, jnp.broadcast_to(nodes, every.shape), every))
+    return jnp.mean(ctx.backbone.loss(params, key, nodes, depth_index + ctx.config.min_depth))
+
+
+def selection_accuracy(ctx: PlusContext, probs, policy, node_signals, nodes) -> jax.Array:
+    """Accuracy on `nodes` at the bandit's greedy depths."""
+    chosen = bandit.greedy(policy, node_signals[nodes])
+    picked = jnp.take_along_axis(probs[:, nodes], chosen[None, :, None], axis=0)[0]
+    return gcn.accuracy(picked, ctx.graph.labels[nodes])
+
+
+def epoch_step(ctx: PlusContext, state: PlusState, _=None):
+    cfg, g = ctx.config, ctx.graph
+    key, k_depth, k_dropout = jax.random.split(state.key, 3)
+    # 1. The backbone, on training nodes at depths from the current bandit and signals.
+    probs = eval_probs(ctx, state.params)
+    node_signals = jax.lax.stop_gradient(signals(ctx, probs))
+    depth_index = training_depths(ctx, k_depth, state, node_signals)
+    loss, grads = jax.value_and_grad(functools.partial(backbone_loss, ctx))(
+        state.params, k_dropout, depth_index
+    )
+    updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    # 2. The bandit, on the policy half: every depth's reward for labels the backbone never saw.
+    probs = eval_probs(ctx, params)
+    node_signals = signals(ctx, probs)
+    nodes = state.policy_nodes
+    targets = bandit.rewards(probs[:, nodes], g.labels[nodes], cfg.plus_reward)
+    policy, policy_opt, policy_loss = bandit.update(
+        state.policy,
+        state.policy_opt,
+        ctx.optimizer,
+        node_signals[nodes],
+        targets,
+        cfg.plus_reward,
+        cfg.plus_l2,
+    )
+    # 3. Selection on the other half, which trains nothing.
+    val = selection_accuracy(ctx, probs, policy, node_signals, state.select_nodes)
+    policy_acc = selection_accuracy(ctx, probs, policy, node_signals, nodes)
+    better = val > state.best_val  # ties keep the earliest
+    new = state.replace(
+        params=params,
+        opt_state=opt_state,
+        policy=policy,
+        policy_opt=policy_opt,
+        key=key,
+        epoch=state.epoch + 1,
+        best_val=jnp.where(better, val, state.best_val),
+        best_epoch=jnp.where(better, state.epoch, state.best_epoch),
+        best_params=tree_select(better, params, state.best_params),
+        best_policy=tree_select(better, policy, state.best_policy),
+    )
+    metrics = {
+        "loss": loss,
+        "bandit_loss": policy_loss,
+        "val_accuracy": val,
+        "policy_half_accuracy": policy_acc,
+        "backbone_finite": all_finite(params),
+        "agent_finite": all_finite(policy),
+    }
+    return new, metrics
+
+
+def train_chunk(ctx: PlusContext, state: PlusState, length: int):
+    return jax.lax.scan(functools.partial(epoch_step, ctx), state, length=length)
+
+
+def depths_of(ctx: PlusContext, params, policy, nodes) -> jax.Array:
+    """[M] the depths (not indices) the bandit gives `nodes` under backbone `params`."""
+    node_signals = signals(ctx, eval_probs(ctx, params))
+    return bandit.greedy(policy, node_signals[nodes]) + ctx.config.min_depth
+
+
+def evaluate(ctx: PlusContext, state: PlusState) -> dict:
+    """The honest protocol: the snapshot's greedy depths on the test nodes, read once."""
+    g = ctx.graph
+    depths = depths_of(ctx, state.best_params, state.best_policy, g.test_index)
+    logits_all = ctx.backbone.logits(state.best_params, None)[:, g.test_index]
+    logits = backbone_lib.depth_logits(ctx.backbone, logits_all, depths)
+    return {
+        "test_accuracy": gcn.accuracy(logits, g.labels[g.test_index]),
+        "val_accuracy": state.best_val,
+        "best_epoch": state.best_epoch,
+        "test_depths": depths,
+        "test_depth_counts": jnp.bincount(depths - ctx.config.min_depth, length=num_depths(ctx)),
+    }
+
+
+def selected(state: PlusState):
+    return state.best_params, state.best_policy
+
+
+def make_trainer(config, ds: data.Dataset, g: graph_lib.Graph, epochs_per_chunk: int = 20):
+    ctx = make_context(config, ds, g)
+    return Trainer(
+        init=functools.partial(init, ctx),
+        train_chunk=functools.partial(train_chunk, ctx),
+        evaluate=functools.partial(evaluate, ctx),
+        selected=selected,
+        total=config.epochs,
+        per_call=min(epochs_per_chunk, config.epochs),
+        unit="epoch",
+    )
