@@ -10,7 +10,10 @@ Per dataset:
 3. the step against its kernel floor: one GCN forward+backward, one all-depth evaluation forward
    and one DQN update, each jitted alone;
 4. S seeds vmapped against one seed, for the GCN epoch and for the MDP step;
-5. the kernels: one MDP step with the gather-only kernels (deterministic on GPU) against the
+5. the backbones: one MDP step and one fixed-depth epoch (1 seed) of `gcn` (the paper's
+   structure), `gcn-readout` (before 2026-11) and `decoupled` (its preset: depths 0..16, hidden
+   64), as ratios to `gcn` (`--skip-backbones` to leave it out);
+6. the kernels: one MDP step with the gather-only kernels (deterministic on GPU) against the
    segment-sum ones (`gather / scatter step`), and whether two fresh runs of one seed give the
    same bits with each (`--skip-kernels` to leave it out).
 """
@@ -50,8 +53,8 @@ def chunk_time(trainer, keys, repeats: int) -> float:
     return median_s(lambda s: chunk_v(s)[1], state, repeats=repeats)
 
 
-def epoch_time(cfg, g, seeds: int, repeats: int) -> float:
-    b = baseline.make_baseline(dataclasses.replace(cfg, depth=2), g, epochs_per_chunk=20)
+def epoch_time(cfg, g, seeds: int, repeats: int, depth: int = 2) -> float:
+    b = baseline.make_baseline(dataclasses.replace(cfg, depth=depth), g, epochs_per_chunk=20)
     return chunk_time(b, runner.seed_keys(0, seeds), repeats) / b.per_call
 
 
@@ -62,14 +65,14 @@ def step_time(cfg, g, hops, agent, seeds: int, repeats: int) -> float:
 
 def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
     """Seconds of the three kernels one MDP step cannot avoid, each jitted alone."""
-    model = gcn.make_gcn(cfg, g, cfg.max_depth)
+    model = gcn.make_gcn(cfg, g, cfg.max_depth, cfg.min_depth)
     params = model.init(key, g, train=False)
     nodes = g.train_index[: cfg.buffer_size]
     labels = g.labels[nodes]
 
     def gcn_grad(p, k):
         def loss(p):
-            logits = model.apply(p, g, train=True, rngs={"dropout": k})[cfg.min_depth, nodes]
+            logits = model.apply(p, g, train=True, rngs={"dropout": k})[0, nodes]
             return jnp.mean(gcn.cross_entropy(logits, labels))
 
         return jax.grad(loss)(p)
@@ -142,8 +145,29 @@ def bench_dataset(name: str, args) -> None:
                 f"[{name}] {what}: {args.seeds} seeds vmapped / 1 seed = {many / one:.2f}x "
                 f"({args.seeds * one / many:.2f}x the throughput of a loop over seeds)"
             )
+    if not args.skip_backbones:
+        bench_backbones(name, ds, g, args)
     if not args.skip_kernels:
         bench_kernels(name, ds, cfg, hops, args)
+
+
+def bench_backbones(name: str, ds, g, args) -> None:
+    configs = {
+        "gcn": config_lib.Config.paper(episodes_per_call=2),
+        "gcn-readout": config_lib.Config.paper(episodes_per_call=2, backbone="gcn-readout"),
+        "decoupled": config_lib.Config.decoupled(episodes_per_call=2),
+    }
+    steps, epochs = {}, {}
+    for label, cfg in configs.items():
+        hops = graph.train_hop_distances(ds, cfg.max_depth)
+        steps[label] = step_time(cfg, g, hops, train.make_agent(cfg, g), 1, args.repeats)
+        epochs[label] = epoch_time(cfg, g, 1, args.repeats, depth=cfg.depth)
+        print(
+            f"[{name}] backbone {label} (depths {cfg.min_depth}-{cfg.max_depth}): MDP step "
+            f"{1e3 * steps[label]:.2f} ms = {steps[label] / steps['gcn']:.2f}x gcn; fixed-depth "
+            f"epoch (depth {cfg.depth}) {1e3 * epochs[label]:.2f} ms = "
+            f"{epochs[label] / epochs['gcn']:.2f}x gcn"
+        )
 
 
 def same_bits_twice(cfg, ds, g, hops, seeds: int) -> bool:
@@ -183,6 +207,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--skip-kernels", action="store_true", help="leave out the kernels section")
+    p.add_argument("--skip-backbones", action="store_true", help="leave out the backbones section")
     args = p.parse_args()
     for name in args.datasets:
         bench_dataset(name, args)

@@ -67,11 +67,13 @@ def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed=0) -> dict:
     return record
 
 
-def base_config(args, **overrides) -> config_lib.Config:
-    """The preset (paper defaults, or `tiny` for smoke runs) with the command's overrides."""
+def base_config(args, dataset: str | None = None, **overrides) -> config_lib.Config:
+    """The preset (paper defaults, or `tiny` for smoke runs) with the command's overrides; for
+    the decoupled backbone, its defaults and the regularisation tuned for `dataset`."""
     preset = config_lib.Config.tiny if args.preset == "tiny" else config_lib.Config.paper
     if args.backbone == "decoupled":
         backbone_values = dict(config_lib.DECOUPLED_DEFAULTS)
+        backbone_values.update(config_lib.DECOUPLED_TUNED.get(dataset or "", {}))
         if args.preset == "tiny":  # keep the tiny depths
             for name in ("min_depth", "max_depth", "depth", "epochs"):
                 backbone_values.pop(name)
@@ -83,15 +85,17 @@ def base_config(args, **overrides) -> config_lib.Config:
     return preset(**overrides)
 
 
-def policy_config(args, method, **overrides) -> config_lib.Config:
+def policy_config(args, method, dataset=None, **overrides) -> config_lib.Config:
     """Policy-GNN or the random policy; with the audit on unless --no-audit (the audit has its
     own key and feeds nothing back, so the honest numbers are the same either way)."""
-    return base_config(args, random_policy=(method == "random"), audit=args.audit, **overrides)
+    return base_config(
+        args, dataset, random_policy=(method == "random"), audit=args.audit, **overrides
+    )
 
 
 def dataset_runs(name, args, out_root) -> dict:
     ds = data.load_dataset(name, data_dir=args.data_dir)
-    base = base_config(args)
+    base = base_config(args, name)
     runs = {}
     lowest = 0 if base.backbone == "decoupled" else 1
     for depth in range(lowest, base.max_depth + 1):
@@ -100,7 +104,7 @@ def dataset_runs(name, args, out_root) -> dict:
             out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds
         )
     for method in ("random", "policy-gnn"):
-        cfg = policy_config(args, method)
+        cfg = policy_config(args, method, name)
         runs[method] = run_or_load(out_root / name / method, ds, cfg, method, args.seeds)
     return runs
 
@@ -257,7 +261,7 @@ def ablations(args) -> None:
         ds = data.load_dataset(name, data_dir=args.data_dir)
         for key, _, change in ABLATIONS:
             method = "random" if change is None else "policy-gnn"
-            cfg = policy_config(args, method, **(change or {}))
+            cfg = policy_config(args, method, name, **(change or {}))
             r = run_or_load(out / name / key, ds, cfg, method, args.seeds)
             backends.add(f"{r['versions']['jax_backend']} (jax {r['versions']['jax']})")
             record.setdefault(key, {})[name] = {
@@ -357,7 +361,7 @@ def fixed_depth_probs(name, ds, args, out_root) -> tuple[np.ndarray, np.ndarray]
     """[D, S, N, C] class probabilities of every node from each fixed-depth sweep, and the depths.
 
     Cached in <out>/<dataset>/headroom_probs.npz, reused while the config and seeds match."""
-    base = base_config(args)
+    base = base_config(args, name)
     depths = np.arange(0 if base.backbone == "decoupled" else 1, base.max_depth + 1)
     path = out_root / name / "headroom_probs.npz"
     tag = json.dumps([dataclasses.asdict(base), args.seeds, ds.fingerprint()], sort_keys=True)

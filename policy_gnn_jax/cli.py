@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import functools
 import pathlib
 import sys
 
@@ -112,7 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args) -> config_lib.Config:
     """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given."""
-    preset = config_lib.Config.decoupled if args.backbone == "decoupled" else config_lib.Config
+    if args.backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
+        preset = functools.partial(config_lib.Config.decoupled, dataset=args.dataset)
+    else:
+        preset = config_lib.Config
     values = dict(
         backbone=args.backbone,
         num_episodes=args.episodes,

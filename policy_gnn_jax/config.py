@@ -113,10 +113,12 @@ class Config:
         return cls(**overrides)
 
     @classmethod
-    def decoupled(cls, **overrides) -> Config:
-        """The decoupled backbone with its validation-tuned regularisation (README, "Decoupled
-        backbone"): depths 0..16, the fixed-depth baseline at depth 10."""
+    def decoupled(cls, dataset: str | None = None, **overrides) -> Config:
+        """The decoupled backbone: depths 0..16, the fixed-depth baseline at depth 10, and the
+        regularisation chosen on `dataset`'s validation nodes where it was tuned
+        (`experiments/tune_decoupled.py`; README, "Decoupled backbone")."""
         base = dict(DECOUPLED_DEFAULTS)
+        base.update(DECOUPLED_TUNED.get((dataset or "").lower(), {}))
         base.update(overrides)
         return cls(**base)
 
@@ -154,6 +156,12 @@ DECOUPLED_DEFAULTS = dict(
     depth=10,
     epochs=200,
 )
+
+# Chosen on each dataset's validation accuracy by experiments/tune_decoupled.py (10 seeds at
+# depth 10; docs/results/decoupled_tuning.json). Other datasets get DECOUPLED_DEFAULTS.
+DECOUPLED_TUNED: dict[str, dict] = {
+    "cora": dict(dropout=0.8, input_dropout=0.8, weight_decay=5e-3, epochs=500),
+}
 
 
 def _check(ok: bool, message: str) -> None:
