@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import pathlib
 import sys
@@ -88,11 +89,105 @@ def ablate(args) -> None:
     checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
 
 
+def _entry(name, backbone, method, record_or_row, depth=None) -> dict:
+    entry = {"dataset": name, "backbone": backbone, "method": method}
+    if depth is not None:
+        entry["depth"] = depth
+    entry["test_accuracy"] = record_or_row["test_accuracy"]
+    entry["val_accuracy"] = record_or_row.get("val_accuracy")
+    return entry
+
+
+def results(args) -> None:
+    """Policy-GNN+ (the validation-chosen switches) with --seeds seeds on each backbone, and the
+    rows the issue asks for, into --results-json; a figure of the chosen depths."""
+    out = pathlib.Path(args.out)
+    ablation = checkpoint.read_json(pathlib.Path(args.ablation_json))
+    headroom = checkpoint.read_json(pathlib.Path(args.headroom_json))
+    entries, missing = [], []
+    for name in args.datasets:
+        ds = data.load_dataset(name, data_dir=args.data_dir)
+        chosen = ablation[f"{name}/decoupled"]["chosen_by_val"]
+        for backbone in args.backbones:
+            folder = "reproduce" if backbone == "gcn" else f"reproduce-{backbone}"
+            for method in ("policy-gnn", "random"):
+                path = pathlib.Path("results") / folder / name / method / "results.json"
+                if path.exists():
+                    entries.append(_entry(name, backbone, method, checkpoint.read_json(path)))
+                else:
+                    missing.append(f"{name}/{backbone}/{method}: no {path}")
+            analysis = headroom.get(backbone, {}).get(name)
+            if analysis is None:
+                missing.append(f"{name}/{backbone}: no headroom analysis")
+            else:
+                best = analysis["best_fixed_depth_by_val"]
+                entries.append(_entry(name, backbone, "gcn", best, depth=best["depth"]))
+                rules = ("rule_most_confident_depth", "rule_smoothness_depth")
+                rule = max(rules, key=lambda r: analysis[r]["val_accuracy"]["mean"])
+                entries.append(_entry(name, backbone, f"label-free: {rule[5:]}", analysis[rule]))
+            cfg = plus_config(name, backbone, **chosen)
+            tag = "-".join(str(v) for v in chosen.values())
+            record = run_or_load(
+                out / name / backbone / f"plus-final-{tag}", ds, cfg, "policy-gnn-plus", args.seeds
+            )
+            entries.append(_entry(name, backbone, "policy-gnn-plus", record))
+            if backbone == "decoupled":
+                depth_figure(name, ds, record, out / f"{name}_plus_depths.png")
+    note = "switches chosen per dataset on validation, decoupled backbone (plus_ablation.json)"
+    payload = {"records": entries, "missing": missing, "plus_switches": note}
+    checkpoint.atomic_write_text(pathlib.Path(args.results_json), json.dumps(payload, indent=2))
+    for e in entries:
+        t = e["test_accuracy"]
+        depth = f" depth {e['depth']}" if "depth" in e else ""
+        print(f"{e['dataset']:9s} {e['backbone']:10s} {e['method']}{depth}: "
+              f"{t['mean']:.4f} ± {t['std']:.4f}")  # fmt: skip
+    for line in missing:
+        print(f"missing: {line}")
+
+
+def depth_figure(name, ds, record, path: pathlib.Path) -> None:
+    """Mean chosen depth of the test nodes against degree and against the hop distance to the
+    nearest training node (all seeds pooled)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from policy_gnn_jax import headroom as pg_headroom
+
+    depths = np.asarray(record["test_depths"], np.float64)  # [S, T]
+    signals = pg_headroom.node_signals(ds, 16)[ds.test_index]
+    degree, distance = np.expm1(signals[:, 0]).round(), signals[:, 1]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, x, label in ((axes[0], np.minimum(degree, 10), "degree (10 = 10 or more)"),
+                         (axes[1], distance, "hops to the nearest training node")):  # fmt: skip
+        values = np.unique(x)
+        means = [depths[:, x == v].mean() for v in values]
+        counts = [int((x == v).sum()) for v in values]
+        ax.plot(values, means, "o-")
+        for v, m, c in zip(values, means, counts):
+            ax.annotate(str(c), (v, m), fontsize=7, textcoords="offset points", xytext=(0, 4))
+        ax.set_xlabel(label)
+        ax.set_ylabel("mean depth chosen (test nodes)")
+    fig.suptitle(f"Policy-GNN+ on {name}, decoupled backbone (labels: number of test nodes)")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=120, format="png")
+    plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint.atomic_write_bytes(path, buffer.getvalue())
+    print(f"figure: {path}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("what", choices=["ablate"])
+    p.add_argument("what", choices=["ablate", "results"])
+    p.add_argument("--backbones", nargs="+", default=["gcn", "decoupled"])
+    p.add_argument("--headroom-json", default="docs/results/headroom.json")
+    p.add_argument("--results-json", default="docs/results/adaptive_depth.json")
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
     p.add_argument("--backbone", default="decoupled", choices=pg.config.BACKBONES)
     p.add_argument("--seeds", type=int, default=5)
@@ -104,7 +199,7 @@ def main(argv=None) -> int:
         for name in args.datasets:
             data.check_name(name)
         checkpoint.check_writable_dir(args.out)
-        {"ablate": ablate}[args.what](args)
+        {"ablate": ablate, "results": results}[args.what](args)
     except INPUT_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -72,6 +72,30 @@ def probes(tmp: pathlib.Path, data_dir: str) -> list[tuple[str, list[str]]]:
     damaged = tmp / "ckpt_damaged"
     cli = [
         ("unknown dataset name", [*CLI, "--dataset", "coraa", *out]),
+        ("unknown backbone", [*CLI, *CSBM, "--backbone", "gat", *out]),
+        ("depth 0 on the gcn backbone", [*CLI, *CSBM, "--depths", "0-5", *out]),
+        (
+            "decoupled depths above 64",
+            [*CLI, *CSBM, "--backbone", "decoupled", "--depths", "0-100", *out],
+        ),
+        ("teleport NaN", [*CLI, *CSBM, "--backbone", "decoupled", "--teleport", "nan", *out]),
+        ("teleport 1", [*CLI, *CSBM, "--backbone", "decoupled", "--teleport", "1", *out]),
+        ("hidden -1", [*CLI, *CSBM, "--hidden", "-1", *out]),
+        ("dropout 1", [*CLI, *CSBM, "--dropout", "1", *out]),
+        ("negative weight decay", [*CLI, *CSBM, "--weight-decay", "-1", *out]),
+        (
+            "fixed depth -1 (decoupled)",
+            [*CLI, *CSBM, "--backbone", "decoupled", "--method", "gcn", "--depth", "-1", *out],
+        ),
+        (
+            "Policy-GNN+ diverging (--gcn-lr 1e30)",
+            [*CLI, *CSBM, "--method", "policy-gnn-plus", "--backbone", "decoupled"]
+            + ["--epochs", "20", "--gcn-lr", "1e30", *out],
+        ),
+        (
+            "Policy-GNN+ with 0 epochs",
+            [*CLI, *CSBM, "--method", "policy-gnn-plus", "--epochs", "0", *out],
+        ),
         ("empty dataset name", [*CLI, "--dataset", "", *out]),
         ("unknown method", [*CLI, "--method", "gat", *out]),
         ("unknown transition", [*CLI, "--transition", "teleport", *out]),
@@ -234,6 +258,10 @@ def probes(tmp: pathlib.Path, data_dir: str) -> list[tuple[str, list[str]]]:
             "va, te).to_jraph(); pg.from_jraph(jraph.batch([g, g]), labels, tr, va, te)",
         ),
         ("API: Config(dropout=1.0)", "pg.Config(dropout=1.0)"),
+        ("API: depth 0 on the GCN backbone", "pg.Config(min_depth=0)"),
+        ("API: unknown backbone", "pg.Config(backbone='gat')"),
+        ("API: Policy-GNN+ switch misspelt", "pg.Config(plus_train_depths='some')"),
+        ("API: Policy-GNN+ policy half of 100%", "pg.Config(plus_policy_fraction=1.0)"),
         (
             "API: predict node out of range",
             "ds = pg.from_arrays(x, e, labels, tr, va, te); "

@@ -19,7 +19,7 @@ from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import backbones, gcn
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.trainer import Trainer
+from policy_gnn_jax.trainer import Trainer, epoch_trainer
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
@@ -118,13 +118,12 @@ def make_baseline(
 ) -> Trainer:
     """The fixed-depth trainer for `config.depth` over exactly `config.epochs` epochs."""
     backbone = backbone or backbones.for_fixed_depth(config, g)
-    ctx = BaselineContext(g, backbone, config.depth)
-    return Trainer(
-        init=functools.partial(init, ctx),
-        train_chunk=functools.partial(train_chunk, ctx),
-        evaluate=functools.partial(evaluate, ctx),
+    return epoch_trainer(
+        BaselineContext(g, backbone, config.depth),
+        init=init,
+        train_chunk=train_chunk,
+        evaluate=evaluate,
         selected=selected,
-        total=config.epochs,
-        per_call=min(epochs_per_chunk, config.epochs),
-        unit="epoch",
+        epochs=config.epochs,
+        epochs_per_chunk=epochs_per_chunk,
     )

@@ -78,6 +78,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--teleport", type=float, default=None, help="decoupled: PageRank teleport alpha (0.1)"
     )
+    p.add_argument(
+        "--plus-train-depths",
+        default=None,
+        choices=config_lib.PLUS_TRAIN_DEPTHS,
+        help="policy-gnn-plus: the depths the backbone trains at (random)",
+    )
+    p.add_argument(
+        "--plus-signals",
+        default=None,
+        choices=config_lib.PLUS_SIGNALS,
+        help="policy-gnn-plus: the bandit's state (all)",
+    )
+    p.add_argument(
+        "--plus-reward",
+        default=None,
+        choices=config_lib.PLUS_REWARDS,
+        help="policy-gnn-plus: the per-node reward (loglik)",
+    )
     p.add_argument("--q-lr", type=float, default=5e-4)
     p.add_argument(
         "--data-dir",
@@ -138,6 +156,9 @@ def config_from_args(args) -> config_lib.Config:
         input_dropout=args.input_dropout,
         weight_decay=args.weight_decay,
         teleport=args.teleport,
+        plus_train_depths=args.plus_train_depths,
+        plus_signals=args.plus_signals,
+        plus_reward=args.plus_reward,
     )
     values.update({k: v for k, v in optional.items() if v is not None})
     return preset(**values)

@@ -30,7 +30,7 @@ from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import backbones, bandit, data, gcn, headroom
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.trainer import Trainer
+from policy_gnn_jax.trainer import epoch_trainer
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
 EPSILON = 0.1  # exploration of the "policy" training depths after the warm-up
@@ -194,7 +194,9 @@ def epoch_step(ctx: PlusContext, state: PlusState, _=None):
         "bandit_loss": policy_loss,
         "val_accuracy": val,
         "policy_half_accuracy": policy_acc,
-        "backbone_finite": all_finite(params),
+        # Finite parameters can still give non-finite outputs (e.g. after a huge step); either
+        # way the backbone is the cause, not the bandit that reads its outputs.
+        "backbone_finite": all_finite(params) & jnp.all(jnp.isfinite(probs)),
         "agent_finite": all_finite(policy),
     }
     return new, metrics
@@ -230,13 +232,13 @@ def selected(state: PlusState):
 
 
 def make_trainer(config, ds: data.Dataset, g: graph_lib.Graph, epochs_per_chunk: int = 20):
-    ctx = make_context(config, ds, g)
-    return Trainer(
-        init=functools.partial(init, ctx),
-        train_chunk=functools.partial(train_chunk, ctx),
-        evaluate=functools.partial(evaluate, ctx),
+    """Policy-GNN+ over exactly `config.epochs` epochs."""
+    return epoch_trainer(
+        make_context(config, ds, g),
+        init=init,
+        train_chunk=train_chunk,
+        evaluate=evaluate,
         selected=selected,
-        total=config.epochs,
-        per_call=min(epochs_per_chunk, config.epochs),
-        unit="epoch",
+        epochs=config.epochs,
+        epochs_per_chunk=epochs_per_chunk,
     )

@@ -100,7 +100,9 @@ def find_divergence(metrics: dict, offset: int, unit: str, hints: dict) -> str |
         if bad.any():
             where = np.argwhere(bad)  # [k, (seed, t)]
             seed, t = where[np.argmin(where[:, 1])]
-            candidate = (int(t), 0 if name in _FLAG_METRICS else 1, int(seed), name)
+            # At one step, the backbone is blamed first: a NaN backbone makes NaN agent inputs.
+            rank = _FLAG_METRICS.index(name) if name in _FLAG_METRICS else len(_FLAG_METRICS)
+            candidate = (int(t), rank, int(seed), name)
             first = min(first, candidate) if first else candidate
     if first is None:
         return None

@@ -1,7 +1,9 @@
-"""The trainer interface the runner drives: Policy-GNN's loop and the fixed-depth baseline."""
+"""The trainer interface the runner drives: Policy-GNN's loop, the fixed-depth baseline and
+Policy-GNN+."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -27,3 +29,19 @@ class Trainer(NamedTuple):
     total: int
     per_call: int
     unit: str
+
+
+def epoch_trainer(
+    ctx, *, init, train_chunk, evaluate, selected, epochs: int, epochs_per_chunk: int
+) -> Trainer:
+    """A Trainer over full-batch epochs from top-level functions of a static context `ctx`
+    (the fixed-depth baseline, Policy-GNN+)."""
+    return Trainer(
+        init=functools.partial(init, ctx),
+        train_chunk=functools.partial(train_chunk, ctx),
+        evaluate=functools.partial(evaluate, ctx),
+        selected=selected,
+        total=epochs,
+        per_call=min(epochs_per_chunk, epochs),
+        unit="epoch",
+    )

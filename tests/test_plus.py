@@ -113,3 +113,11 @@ def test_policy_gnn_plus_end_to_end_and_predictions(small_dataset, tmp_path):
 def test_plus_config_refuses_bad_values(overrides, message):
     with pytest.raises(pg.ConfigError, match=message):
         pg.Config(**overrides)
+
+
+def test_a_diverging_backbone_is_blamed_not_the_bandit(small_dataset):
+    """Before: a huge GCN step left the parameters finite but the outputs NaN, and the error
+    named the bandit's learning rate."""
+    cfg = _tiny_plus_config(gcn_lr=1e30)
+    with pytest.raises(pg.DivergenceError, match="Lower the GCN learning rate"):
+        pg.fit(small_dataset, cfg, method="policy-gnn-plus", seeds=1, progress=False)
