@@ -161,6 +161,7 @@ DECOUPLED_DEFAULTS = dict(
 # depth 10; docs/results/decoupled_tuning.json). Other datasets get DECOUPLED_DEFAULTS.
 DECOUPLED_TUNED: dict[str, dict] = {
     "cora": dict(dropout=0.8, input_dropout=0.8, weight_decay=5e-3, epochs=500),
+    "citeseer": dict(dropout=0.5, input_dropout=0.5, weight_decay=5e-3, epochs=500),
 }
 
 
