@@ -393,6 +393,7 @@ HEADROOM_ROWS = [
     ("rule_smoothness_depth", "Label-free: NDLS-style smoothness depth (eps on val)"),
     ("probe_on_validation_nodes", "Probe fitted on validation nodes (label-free signals)"),
     ("upper_bound_most_often_right_depth", "*upper bound*: depth most often right (reads test)"),
+    ("upper_bound_cross_seed", "*upper bound*: depth most often right in the other seeds"),
     ("upper_bound_any_depth_right", "*upper bound*: any depth right (reads test)"),
 ]
 

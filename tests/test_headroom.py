@@ -103,3 +103,17 @@ def test_probe_finds_a_depth_signal_when_there_is_one(small_dataset):
     val, test = np.asarray(small_dataset.val_index), np.asarray(small_dataset.test_index)
     chosen = headroom.probe_depths(signals, correct, val, test)
     assert (chosen == right_depth[test]).mean() > 0.95
+
+
+def test_cross_seed_bound_removes_seed_noise():
+    """Nodes right at random (no depth preferred) give the in-sample bound a gain from noise;
+    the cross-seed bound stays at chance. A node that is always right at depth 0 counts fully."""
+    rng = np.random.default_rng(0)
+    correct = rng.random((5, 10, 2000)) < 0.5
+    correct[:, :, :1000] = False
+    correct[0, :, :1000] = True  # a systematic preference for depth 0
+    test = np.arange(2000)
+    in_sample = headroom.upper_bound_most_often_right(correct, test).mean()
+    cross = headroom.upper_bound_cross_seed(correct, test).mean()
+    assert in_sample > 0.5 + 0.5 * 0.6  # noise fitted on the random half
+    np.testing.assert_allclose(cross, 0.5 + 0.5 * 0.5, atol=0.01)
