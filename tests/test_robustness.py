@@ -248,8 +248,12 @@ def test_backbone_too_shallow_for_the_policy_is_refused(small_dataset, small_gra
     cfg = pg.Config.tiny()
     shallow = pg.gcn_backbone(cfg, small_graph, max_depth=cfg.max_depth - 1)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    with pytest.raises(pg.ConfigError, match="backbone has"):
+    with pytest.raises(pg.ConfigError, match=r"the backbone computes depths 1\.\.2 but the policy"):
         train.make_trainer(cfg, small_graph, hops, backbone=shallow)
+    # A backbone that starts above the policy's lowest depth is refused too.
+    high = pg.gcn_backbone(cfg, small_graph, min_depth=cfg.min_depth + 1)
+    with pytest.raises(pg.ConfigError, match="min_depth <= config.min_depth"):
+        train.make_trainer(cfg, small_graph, hops, backbone=high)
 
 
 def test_config_replace_is_validated():
