@@ -88,13 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--plus-signals",
         default=None,
         choices=config_lib.PLUS_SIGNALS,
-        help="policy-gnn-plus: the bandit's state (all)",
+        help="policy-gnn-plus: the bandit's state (depth)",
     )
     p.add_argument(
         "--plus-reward",
         default=None,
         choices=config_lib.PLUS_REWARDS,
-        help="policy-gnn-plus: the per-node reward (loglik)",
+        help="policy-gnn-plus: the per-node reward (correct)",
     )
     p.add_argument("--q-lr", type=float, default=5e-4)
     p.add_argument(

@@ -73,8 +73,9 @@ class Config:
     # headline. It draws from its own key and feeds nothing back, so the honest results are
     # unchanged by it.
     audit: bool = False
-    # Policy-GNN+ (`--method policy-gnn-plus`, plus.py): each part a switch, chosen on
-    # validation (README, "Policy-GNN+"). It trains for `epochs` full-batch epochs.
+    # Policy-GNN+ (`--method policy-gnn-plus`, plus.py): each part a switch; the defaults are
+    # the combination chosen on Cora's and CiteSeer's validation (experiments/adaptive_depth.py
+    # ablate; README, "Policy-GNN+"). It trains for `epochs` full-batch epochs.
     # The depths the backbone trains its training nodes at: "random" (uniform, every epoch),
     # "policy" (random for the first `plus_warmup_fraction` of epochs, then the bandit's
     # epsilon-greedy choice) or "all" (the mean loss over every depth).
@@ -82,9 +83,9 @@ class Config:
     plus_warmup_fraction: float = 0.5
     # The bandit's state: "all" signals, "graph" (degree, distance to a labelled node,
     # smoothness, feature directions) or "depth" (each depth's confidence, entropy, agreement).
-    plus_signals: str = "all"
+    plus_signals: str = "depth"
     # The per-node reward on the policy half of validation: "loglik" or "correct".
-    plus_reward: str = "loglik"
+    plus_reward: str = "correct"
     # The share of validation nodes that train the bandit; the rest only select the snapshot.
     plus_policy_fraction: float = 0.5
     plus_lr: float = 0.01
