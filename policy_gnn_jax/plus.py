@@ -60,7 +60,20 @@ class PlusState:
     best_policy: bandit.BanditParams
 
 
+def policy_half_size(config, num_val: int) -> int:
+    """How many validation nodes train the bandit; both halves must be non-empty."""
+    cut = int(round(config.plus_policy_fraction * num_val))
+    if not 1 <= cut <= num_val - 1:
+        raise config_lib.ConfigError(
+            f"Policy-GNN+ splits the {num_val} validation nodes into a policy half and a "
+            f"selection half; plus_policy_fraction {config.plus_policy_fraction} leaves one "
+            f"empty. Use a dataset with at least 2 validation nodes and a fraction in (0, 1)."
+        )
+    return cut
+
+
 def make_context(config, ds: data.Dataset, g: graph_lib.Graph) -> PlusContext:
+    policy_half_size(config, len(ds.val_index))  # refuse an empty half before any work
     raw = headroom.graph_signals(ds, config.max_depth)
     standardised = (raw - raw.mean(0)) / (raw.std(0) + 1e-6)
     return PlusContext(
@@ -100,7 +113,7 @@ def init(ctx: PlusContext, key: jax.Array) -> PlusState:
     params = ctx.backbone.init(k_params)
     val = ctx.graph.val_index
     order = jax.random.permutation(k_split, val.shape[0])
-    cut = int(round(ctx.config.plus_policy_fraction * val.shape[0]))
+    cut = policy_half_size(ctx.config, val.shape[0])
     policy = bandit.init(num_signals(ctx), num_depths(ctx))
     return PlusState(
         params=params,

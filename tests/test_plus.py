@@ -121,3 +121,9 @@ def test_a_diverging_backbone_is_blamed_not_the_bandit(small_dataset):
     cfg = _tiny_plus_config(gcn_lr=1e30)
     with pytest.raises(pg.DivergenceError, match="Lower the GCN learning rate"):
         pg.fit(small_dataset, cfg, method="policy-gnn-plus", seeds=1, progress=False)
+
+
+def test_an_empty_validation_half_is_refused(small_dataset):
+    cfg = _tiny_plus_config(plus_policy_fraction=0.001)
+    with pytest.raises(pg.ConfigError, match="leaves one empty"):
+        pg.fit(small_dataset, cfg, method="policy-gnn-plus", seeds=1, progress=False)
