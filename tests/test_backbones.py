@@ -81,8 +81,8 @@ def test_every_method_runs_on_the_decoupled_backbone(decoupled_fits, small_datas
 
 
 def test_fits_saved_before_the_backbone_field_load_as_the_readout_gcn(tmp_path, small_dataset):
-    cfg = pg.Config.tiny(backbone="gcn-readout", num_episodes=2)
-    fit = pg.fit(small_dataset, cfg, seeds=1, progress=False)
+    cfg = pg.Config.tiny(backbone="gcn-readout", depth=3, epochs=4)
+    fit = pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False)
     fit.save(tmp_path)
     meta = json.loads((tmp_path / "fit.json").read_text())
     del meta["config"]["backbone"]  # as a fit saved by the previous version

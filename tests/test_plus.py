@@ -54,7 +54,8 @@ def _run(cfg, ds, g):
     return state, metrics
 
 
-@pytest.mark.parametrize("mode", ["random", "policy", "all"])
+# "random" is "policy" during its warm-up, so these two cover every training path.
+@pytest.mark.parametrize("mode", ["policy", "all"])
 def test_selection_and_test_labels_change_nothing_before_the_final_evaluation(small_dataset, mode):
     """The per-node reward reads only the policy half: permuting the labels of the selection
     half and of the test nodes leaves the trained backbone, the bandit and the policy half's
