@@ -16,14 +16,15 @@ depth (chosen on validation), the label-free rule with the better validation acc
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import io
 import json
 import pathlib
 import sys
 
+# reproduce.py sits beside this script: its cached sweeps and atomic figure writes are reused.
+from reproduce import run_or_load, save_figure
+
 import policy_gnn_jax as pg
-from policy_gnn_jax import checkpoint, data, records
+from policy_gnn_jax import checkpoint, data
 from policy_gnn_jax.cli import INPUT_ERRORS
 
 # One switch at a time; the first value of each is the base.
@@ -38,21 +39,6 @@ def plus_config(name: str, backbone: str, **overrides) -> pg.Config:
     if backbone == "decoupled":
         return pg.Config.decoupled(dataset=name, **overrides)
     return pg.Config.paper(backbone=backbone, **overrides)
-
-
-def run_or_load(path: pathlib.Path, ds, cfg, method: str, seeds: int) -> dict:
-    """One sweep, unless <path>/results.json holds the same config, method and seeds."""
-    saved = path / "results.json"
-    if saved.exists():
-        record = checkpoint.read_json(saved)
-        same_config = record["config"] == json.loads(json.dumps(dataclasses.asdict(cfg)))
-        if same_config and record["seeds"] == seeds and record["method"] == method:
-            print(f"reusing {saved}: {records.summary_line(record)}")
-            return record
-    record = pg.fit(ds, cfg, method=method, seeds=seeds, progress=False).record
-    records.save(record, path)
-    print(records.summary_line(record), flush=True)
-    return record
 
 
 def ablate(args) -> None:
@@ -172,11 +158,9 @@ def depth_figure(name, ds, record, path: pathlib.Path) -> None:
         ax.set_ylabel("mean depth chosen (test nodes)")
     fig.suptitle(f"Policy-GNN+ on {name}, decoupled backbone (labels: number of test nodes)")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, dpi=120, format="png")
-    plt.close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint.atomic_write_bytes(path, buffer.getvalue())
+    save_figure(fig, path)
+    plt.close(fig)
     print(f"figure: {path}")
 
 

@@ -105,6 +105,16 @@ def _gather_feature_matmul_bwd(residuals, cotangent):
 _gather_feature_matmul.defvjp(_gather_feature_matmul_fwd, _gather_feature_matmul_bwd)
 
 
+def dropped_feature_matmul(g, w, rate: float, train: bool, sparse: bool = True) -> jax.Array:
+    """`dropout(X) @ w`, called inside a Flax module: Kipf & Welling's dropout on the features'
+    non-zeros only (dropping zeros changes nothing, and N*F random bits cost more than the
+    layer); `sparse=False` drops and multiplies the dense features (a reference path)."""
+    if sparse:
+        vals = nn.Dropout(rate, deterministic=not train)(g.feat_vals)
+        return sparse_feature_matmul(g, w, vals)
+    return nn.Dropout(rate, deterministic=not train)(g.features) @ w
+
+
 class ReadoutGCN(nn.Module):
     """GCN layers W_1..W_K shared across depths, and one linear readout W_out (until 2026-11).
 
@@ -127,11 +137,7 @@ class ReadoutGCN(nn.Module):
         # non-zeros only, their sparse dropout: dropping zeros changes nothing and N*F random bits
         # cost more than the layer), then h_1..h_{K-1}. The readout input is not dropped. This
         # placement measured best on Cora and CiteSeer validation (README, "Choices").
-        if self.sparse_features:
-            vals = nn.Dropout(self.input_dropout, deterministic=not train)(g.feat_vals)
-            xw = sparse_feature_matmul(g, w_1, vals)
-        else:
-            xw = nn.Dropout(self.input_dropout, deterministic=not train)(g.features) @ w_1
+        xw = dropped_feature_matmul(g, w_1, self.input_dropout, train, self.sparse_features)
         # Â (X W_1) == (Â X) W_1, and propagating the narrow product is cheaper.
         h = nn.relu(propagate(g, xw))
         hidden_states = [h]
@@ -141,15 +147,6 @@ class ReadoutGCN(nn.Module):
             hidden_states.append(h)
         w_out = self.param("w_out", init, (self.hidden, self.num_classes))
         return jnp.stack(hidden_states) @ w_out
-
-
-def _dropped_first_layer(g, w, rate: float, sparse: bool, train: bool) -> jax.Array:
-    """`dropout(X) @ w`: Kipf & Welling's dropout on the features' non-zeros only (dropping zeros
-    changes nothing, and N*F random bits cost more than the layer)."""
-    if sparse:
-        vals = nn.Dropout(rate, deterministic=not train)(g.feat_vals)
-        return sparse_feature_matmul(g, w, vals)
-    return nn.Dropout(rate, deterministic=not train)(g.features) @ w
 
 
 class SharedGCN(nn.Module):
@@ -186,8 +183,8 @@ class SharedGCN(nn.Module):
         # the one sparse product and the one propagation.
         z = propagate(
             g,
-            _dropped_first_layer(
-                g, jnp.concatenate(first, 1), self.input_dropout, self.sparse_features, train
+            dropped_feature_matmul(
+                g, jnp.concatenate(first, 1), self.input_dropout, train, self.sparse_features
             ),
         )
         logits = [z[:, -c_size:]] if self.min_depth == 1 else []

@@ -157,17 +157,17 @@ def depth_signals(probs):
     return jnp.moveaxis(stacked, 0, -1)
 
 
-def graph_signals(ds: data.Dataset, max_depth: int, projection_dims: int = 16) -> np.ndarray:
+def graph_signals(
+    ds: data.Dataset, max_depth: int, distances: np.ndarray | None = None, projection_dims: int = 16
+) -> np.ndarray:
     """[N, 2 + max_depth + 1 + dims]: the label-free per-node signals that do not depend on a
     model: degree, distance to the nearest training node, the smoothness distances of
-    k = 0..max_depth, the features' top singular directions."""
+    k = 0..max_depth (`smoothness_distances`, unless given), the features' top singular
+    directions."""
+    if distances is None:
+        distances = smoothness_distances(ds, max_depth)
     return np.concatenate(
-        [
-            node_signals(ds, max_depth),
-            smoothness_distances(ds, max_depth).T,
-            feature_projection(ds, projection_dims),
-        ],
-        1,
+        [node_signals(ds, max_depth), distances.T, feature_projection(ds, projection_dims)], 1
     )
 
 
@@ -275,7 +275,7 @@ def analyse(ds: data.Dataset, probs: np.ndarray, depths: np.ndarray, max_hops: i
         "test_accuracy": summary(accuracy_at(correct, smooth[:, test], test)),
         "depth_counts_test": np.bincount(smooth[0, test], minlength=len(depths)).tolist(),
     }
-    graph_part = graph_signals(ds, max_hops)
+    graph_part = graph_signals(ds, max_hops, distances)
     per_seed = np.asarray(depth_signals(probs.astype(np.float32)), np.float64)
     probe_val, probe_test, probe_counts = [], [], np.zeros(len(depths), np.int64)
     for s in range(num_seeds):

@@ -58,6 +58,9 @@ class PlusState:
     best_epoch: jax.Array
     best_params: dict
     best_policy: bandit.BanditParams
+    # [N, P] the bandit's state under `params`: computed after each update and carried, so an
+    # epoch runs one evaluation forward pass, not two.
+    node_signals: jax.Array
 
 
 def policy_half_size(config, num_val: int) -> int:
@@ -128,6 +131,7 @@ def init(ctx: PlusContext, key: jax.Array) -> PlusState:
         best_epoch=jnp.zeros((), jnp.int32),
         best_params=params,
         best_policy=policy,
+        node_signals=signals(ctx, eval_probs(ctx, params)),
     )
 
 
@@ -164,9 +168,7 @@ def epoch_step(ctx: PlusContext, state: PlusState, _=None):
     cfg, g = ctx.config, ctx.graph
     key, k_depth, k_dropout = jax.random.split(state.key, 3)
     # 1. The backbone, on training nodes at depths from the current bandit and signals.
-    probs = eval_probs(ctx, state.params)
-    node_signals = jax.lax.stop_gradient(signals(ctx, probs))
-    depth_index = training_depths(ctx, k_depth, state, node_signals)
+    depth_index = training_depths(ctx, k_depth, state, state.node_signals)
     loss, grads = jax.value_and_grad(functools.partial(backbone_loss, ctx))(
         state.params, k_dropout, depth_index
     )
@@ -201,6 +203,7 @@ def epoch_step(ctx: PlusContext, state: PlusState, _=None):
         best_epoch=jnp.where(better, state.epoch, state.best_epoch),
         best_params=tree_select(better, params, state.best_params),
         best_policy=tree_select(better, policy, state.best_policy),
+        node_signals=node_signals,
     )
     metrics = {
         "loss": loss,
@@ -219,18 +222,23 @@ def train_chunk(ctx: PlusContext, state: PlusState, length: int):
     return jax.lax.scan(functools.partial(epoch_step, ctx), state, length=length)
 
 
-def depths_of(ctx: PlusContext, params, policy, nodes) -> jax.Array:
-    """[M] the depths (not indices) the bandit gives `nodes` under backbone `params`."""
-    node_signals = signals(ctx, eval_probs(ctx, params))
+def greedy_depths(ctx: PlusContext, logits_all, policy, nodes) -> jax.Array:
+    """[M] the depths (not indices) the bandit gives `nodes`, from the backbone's logits."""
+    node_signals = signals(ctx, jax.nn.softmax(logits_all, -1))
     return bandit.greedy(policy, node_signals[nodes]) + ctx.config.min_depth
+
+
+def depths_of(ctx: PlusContext, params, policy, nodes) -> jax.Array:
+    """[M] the depths the bandit gives `nodes` under backbone `params`."""
+    return greedy_depths(ctx, ctx.backbone.logits(params, None), policy, nodes)
 
 
 def evaluate(ctx: PlusContext, state: PlusState) -> dict:
     """The honest protocol: the snapshot's greedy depths on the test nodes, read once."""
     g = ctx.graph
-    depths = depths_of(ctx, state.best_params, state.best_policy, g.test_index)
-    logits_all = ctx.backbone.logits(state.best_params, None)[:, g.test_index]
-    logits = backbone_lib.depth_logits(ctx.backbone, logits_all, depths)
+    logits_all = ctx.backbone.logits(state.best_params, None)
+    depths = greedy_depths(ctx, logits_all, state.best_policy, g.test_index)
+    logits = backbone_lib.depth_logits(ctx.backbone, logits_all[:, g.test_index], depths)
     return {
         "test_accuracy": gcn.accuracy(logits, g.labels[g.test_index]),
         "val_accuracy": state.best_val,

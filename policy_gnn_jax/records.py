@@ -105,15 +105,21 @@ def _audit_fields(metrics, results) -> dict:
     }
 
 
-def _policy_fields(config, metrics, results) -> dict:
+def _depth_fields(config, results) -> dict:
+    """The allowed depths and the share of test nodes the selected policy gives each."""
     counts = results["test_depth_counts"]  # [S, A]
-    depths = list(range(config.min_depth, config.max_depth + 1))
     share = counts / np.maximum(counts.sum(1, keepdims=True), 1)
+    return {
+        "depths": list(range(config.min_depth, config.max_depth + 1)),
+        "test_depth_distribution": {"mean": share.mean(0).tolist(), "per_seed": share.tolist()},
+    }
+
+
+def _policy_fields(config, metrics, results) -> dict:
     audit = _audit_fields(metrics, results) if config.audit else {}
     return {
         **audit,
-        "depths": depths,
-        "test_depth_distribution": {"mean": share.mean(0).tolist(), "per_seed": share.tolist()},
+        **_depth_fields(config, results),
         "val_accuracy_curve": {
             "per_episode_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
             "per_seed": metrics["val_accuracy"].tolist(),
@@ -128,13 +134,10 @@ def _policy_fields(config, metrics, results) -> dict:
 
 
 def _plus_fields(config, metrics, results) -> dict:
-    counts = results["test_depth_counts"]  # [S, D]
-    share = counts / np.maximum(counts.sum(1, keepdims=True), 1)
     return {
-        "depths": list(range(config.min_depth, config.max_depth + 1)),
+        **_depth_fields(config, results),
         "val_accuracy_note": "on the selection half of the validation nodes (the other half "
         "trains the bandit)",
-        "test_depth_distribution": {"mean": share.mean(0).tolist(), "per_seed": share.tolist()},
         "best_epoch": results["best_epoch"].tolist(),
         "test_depths": results["test_depths"].tolist(),
         "val_accuracy_curve": {
