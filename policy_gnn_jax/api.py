@@ -38,6 +38,7 @@ from policy_gnn_jax import (
     plus,
     records,
     runner,
+    subgraph,
     train,
 )
 from policy_gnn_jax import config as config_lib
@@ -123,7 +124,14 @@ def fit(
         if ckpt is not None:
             ckpt.close()
     wall = time.perf_counter() - start
-    record = records.build(dataset, config, method, seeds, seed, metrics, results, wall, g.kernels)
+    engine = (
+        "subgraph"
+        if method in ("policy-gnn", "random") and subgraph.use_subgraphs(config, g)
+        else "full"
+    )
+    record = records.build(
+        dataset, config, method, seeds, seed, metrics, results, wall, g.kernels, engine
+    )
     params, policy = trainer.selected(state)
     eval_keys = None
     if method in ("policy-gnn", "random"):

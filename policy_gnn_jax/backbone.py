@@ -35,6 +35,9 @@ class Backbone(NamedTuple):
       optimizer: the optax transformation the loop trains the params with.
       max_depth: K.
       min_depth: the lowest depth it computes (1 by default; 0 where depth 0 exists).
+      on_graph: (params, dropout_key or None, graph) -> [D, n, C], `logits` on another graph
+        (a padded subgraph, `subgraph.view`); None where the backbone only runs on its own
+        graph (then the subgraph engine refuses it).
     """
 
     init: Callable[[jax.Array], Params]
@@ -43,6 +46,7 @@ class Backbone(NamedTuple):
     optimizer: optax.GradientTransformation
     max_depth: int
     min_depth: int = 1
+    on_graph: Callable[[Params, jax.Array | None, graph_lib.Graph], jax.Array] | None = None
 
 
 def depth_logits(backbone: Backbone, logits_all: jax.Array, depths: jax.Array) -> jax.Array:
@@ -61,6 +65,10 @@ def flax_logits(model, g: graph_lib.Graph, params, key) -> jax.Array:
     return model.apply(params, g, train=True, rngs={"dropout": key})
 
 
+def flax_on_graph(model, params, key, g: graph_lib.Graph) -> jax.Array:
+    return flax_logits(model, g, params, key)
+
+
 def flax_loss(model, g: graph_lib.Graph, min_depth: int, params, key, nodes, depths) -> jax.Array:
     logits = flax_logits(model, g, params, key)[depths - min_depth, nodes]  # [..., C]
     return gcn.cross_entropy(logits, g.labels[nodes])
@@ -75,6 +83,7 @@ def flax_backbone(model, g, optimizer, min_depth: int, max_depth: int) -> Backbo
         optimizer=optimizer,
         max_depth=max_depth,
         min_depth=min_depth,
+        on_graph=functools.partial(flax_on_graph, model),
     )
 
 

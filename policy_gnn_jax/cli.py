@@ -96,6 +96,25 @@ def build_parser() -> argparse.ArgumentParser:
         choices=config_lib.PLUS_REWARDS,
         help="policy-gnn-plus: the per-node reward (correct)",
     )
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=config_lib.ENGINES,
+        help="policy methods: each MDP step on the whole graph (full) or on padded "
+        f"neighbourhoods (subgraph); auto: subgraph above {config_lib.AUTO_SUBGRAPH_NODES} nodes",
+    )
+    p.add_argument(
+        "--subgraph-nodes", type=int, default=None, help="subgraph engine: node budget (16384)"
+    )
+    p.add_argument(
+        "--subgraph-edges", type=int, default=None, help="subgraph engine: edge budget (131072)"
+    )
+    p.add_argument(
+        "--fanouts",
+        default=None,
+        help="subgraph engine: neighbours kept per node at hops 1, 2, ... when over a budget, "
+        "e.g. 10,10,5 (the last repeats; 0 = all)",
+    )
     p.add_argument("--q-lr", type=float, default=5e-4)
     p.add_argument(
         "--data-dir",
@@ -106,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csbm-nodes", type=int, default=3000, help="csbm: number of nodes")
     p.add_argument("--csbm-homophily", type=float, default=0.8, help="csbm: homophily")
     p.add_argument("--csbm-seed", type=int, default=0, help="csbm / planted: graph seed")
+    p.add_argument("--csbm-features", type=int, default=32, help="csbm: feature width")
+    p.add_argument("--csbm-degree", type=float, default=5.0, help="csbm: average degree")
     p.add_argument("--out", default=None, help="output folder (default: a new one under results/)")
     p.add_argument(
         "--checkpoint-dir",
@@ -144,6 +165,7 @@ def config_from_args(args) -> config_lib.Config:
         q_lr=args.q_lr,
         audit=args.audit,
         episodes_per_call=args.episodes_per_call,
+        engine=args.engine,
     )
     if args.depths is not None:
         values["min_depth"], values["max_depth"] = config_lib.parse_depths(args.depths)
@@ -159,9 +181,22 @@ def config_from_args(args) -> config_lib.Config:
         plus_train_depths=args.plus_train_depths,
         plus_signals=args.plus_signals,
         plus_reward=args.plus_reward,
+        subgraph_nodes=args.subgraph_nodes,
+        subgraph_edges=args.subgraph_edges,
+        fanouts=None if args.fanouts is None else parse_fanouts(args.fanouts),
     )
     values.update({k: v for k, v in optional.items() if v is not None})
     return preset(**values)
+
+
+def parse_fanouts(text: str) -> tuple[int, ...]:
+    """ "10,10,5" -> (10, 10, 5); anything else is a ConfigError."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise config_lib.ConfigError(
+            f"--fanouts must be whole numbers separated by commas, e.g. 10,10,5; got {text!r}."
+        ) from None
 
 
 def _check_args(args) -> None:
@@ -225,6 +260,8 @@ def _generator_args(args) -> dict:
             "num_nodes": args.csbm_nodes,
             "homophily": args.csbm_homophily,
             "seed": args.csbm_seed,
+            "num_features": args.csbm_features,
+            "avg_degree": args.csbm_degree,
         }
     if args.dataset.lower() == "planted":
         return {"seed": args.csbm_seed}

@@ -19,6 +19,12 @@ PLUS_REWARDS = ("loglik", "correct")
 # The deepest depth each backbone supports: the coupled GCNs stop where they are useless anyway
 # (README: 9 points lost from depth 2 to 5), the decoupled one costs one C-wide product a depth.
 MAX_DEPTH = {"gcn": 10, "gcn-readout": 10, "decoupled": 64}
+# How an MDP step trains the backbone and measures M_t (subgraph.py): on the whole graph, or on
+# padded d-hop subgraphs of the buffers' and validation nodes; "auto" picks by graph size.
+ENGINES = ("auto", "full", "subgraph")
+# "auto" picks the subgraph engine above this many nodes: below it one whole-graph step costs
+# about what a padded subgraph step costs (experiments/bench_scale.py).
+AUTO_SUBGRAPH_NODES = 100_000
 
 
 class ConfigError(ValueError):
@@ -90,6 +96,15 @@ class Config:
     plus_policy_fraction: float = 0.5
     plus_lr: float = 0.01
     plus_l2: float = 1e-3
+    # The MDP step's engine (ENGINES). The subgraph engine pads every subgraph to
+    # `subgraph_nodes` nodes and `subgraph_edges` edges (self-loops included), so each shape
+    # compiles once; a neighbourhood over either budget is sampled: at most `fanouts[h-1]`
+    # neighbours per node at hop h (the last value repeats; 0 = all), then, if still over, a
+    # uniform subset of the hop's new nodes and edges (README, "Scale").
+    engine: str = "auto"
+    subgraph_nodes: int = 16_384
+    subgraph_edges: int = 131_072
+    fanouts: tuple[int, ...] = (10, 10, 5)
     # Progress reporting: the jitted loop returns to Python every `episodes_per_call` episodes.
     episodes_per_call: int = 10
 
@@ -99,6 +114,10 @@ class Config:
     @property
     def num_actions(self) -> int:
         return self.max_depth - self.min_depth + 1
+
+    def fanout(self, hop: int) -> int:
+        """The most neighbours sampled per node at `hop` (1-based); 0 = all of them."""
+        return self.fanouts[min(hop, len(self.fanouts)) - 1]
 
     @property
     def num_steps(self) -> int:
@@ -201,6 +220,19 @@ def _validate(c: Config) -> None:
     _check(
         lowest <= c.depth <= deepest,
         f"depth must be in {lowest}..{deepest} for the {c.backbone} backbone, got {c.depth}.",
+    )
+    _check(
+        c.engine in ENGINES,
+        f"engine must be one of {ENGINES}, got {c.engine!r} (e.g. --engine subgraph).",
+    )
+    _check(
+        c.subgraph_nodes >= 2 and c.subgraph_edges >= c.subgraph_nodes,
+        f"need subgraph_nodes >= 2 and subgraph_edges >= subgraph_nodes (every node has a "
+        f"self-loop), got {c.subgraph_nodes} and {c.subgraph_edges}.",
+    )
+    _check(
+        len(c.fanouts) >= 1 and all(isinstance(f, int) and f >= 0 for f in c.fanouts),
+        f"fanouts must be whole numbers >= 0 (0 = every neighbour), got {c.fanouts}.",
     )
     _check(0.0 <= c.teleport < 1.0, f"teleport must be in [0, 1), got {c.teleport}.")
     for name, allowed in (

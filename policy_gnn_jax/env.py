@@ -17,7 +17,7 @@ import numpy as np
 import optax
 from flax import struct
 
-from policy_gnn_jax import action_buffers, gcn
+from policy_gnn_jax import action_buffers, gcn, subgraph
 from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
@@ -32,6 +32,8 @@ class EnvState:
     buffers: action_buffers.BufferState
     history: jax.Array  # [b] last validation accuracies, ring
     history_count: jax.Array
+    # The subgraph engine's validation neighbourhood (drawn once per seed); None: full engine.
+    val_graph: subgraph.Padded | None = None
 
 
 class StepOutput(NamedTuple):
@@ -52,6 +54,7 @@ class EnvContext(NamedTuple):
     is_train: jax.Array  # [N] bool
     train_pos: jax.Array  # [N] node -> row of `hops` (-1 if not a training node)
     hops: jax.Array  # [T, T] hop distances between training nodes
+    sampler: subgraph.Sampler | None  # the subgraph engine's; None: the full engine
 
 
 def make_context(
@@ -69,6 +72,13 @@ def make_context(
             f"min_depth <= config.min_depth and max_depth >= config.max_depth."
         )
     num_train = g.train_index.shape[0]
+    sampler = None
+    if subgraph.use_subgraphs(config, g):
+        if backbone.on_graph is None:
+            raise config_lib.ConfigError(
+                "this backbone runs only on its own graph (no `on_graph`): use --engine full."
+            )
+        sampler = subgraph.Sampler(subgraph.host_graph(g), config)
     return EnvContext(
         config=config,
         graph=g,
@@ -77,6 +87,7 @@ def make_context(
         is_train=jnp.zeros(g.num_nodes, bool).at[g.train_index].set(True),
         train_pos=jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train)),
         hops=jnp.asarray(train_hops),
+        sampler=sampler,
     )
 
 
@@ -91,7 +102,16 @@ def init(ctx: EnvContext, key: jax.Array) -> EnvState:
         buffers=action_buffers.init(ctx.config.num_actions, capacity),
         history=jnp.zeros(ctx.config.reward_window, jnp.float32),
         history_count=jnp.zeros((), jnp.int32),
+        # Its own key (folded in): the full engine's streams are those of before the engine.
+        val_graph=validation_subgraph(ctx, jax.random.fold_in(key, 1)) if ctx.sampler else None,
     )
+
+
+def validation_subgraph(ctx: EnvContext, key: jax.Array) -> subgraph.Padded:
+    """Every validation node's `max_depth`-hop neighbourhood (sampled if over the budgets)."""
+    val = ctx.graph.val_index
+    radii = jnp.full(val.shape, ctx.config.max_depth, jnp.int32)
+    return subgraph.sample(ctx.sampler, key, val, radii, jnp.ones(val.shape, bool))
 
 
 def start_nodes(ctx: EnvContext, key: jax.Array) -> jax.Array:
@@ -124,6 +144,30 @@ def buffer_loss(ctx: EnvContext, params, key: jax.Array, buffers) -> jax.Array:
     return jnp.sum(jnp.where(action_buffers.full(buffers, cfg.buffer_size), per_buffer, 0.0))
 
 
+def subgraph_buffer_loss(ctx: EnvContext, params, key, buffers, sub: subgraph.Padded):
+    """`buffer_loss` on the padded neighbourhood `sub` of the full buffers' entries."""
+    cfg = ctx.config
+    full = action_buffers.full(buffers, cfg.buffer_size)
+    mask = action_buffers.entry_mask(buffers)  # [A, cap]
+    logits_all = ctx.backbone.on_graph(params, key, subgraph.view(ctx.graph, sub))
+    rows = jnp.arange(cfg.num_actions) + cfg.min_depth - ctx.backbone.min_depth
+    logits = logits_all[rows[:, None], sub.positions]  # [A, cap, C]
+    ce = gcn.cross_entropy(logits, ctx.graph.labels[buffers.nodes])
+    # Entries of buffers that are not full are not in `sub`: masked out, as they add nothing.
+    total = jnp.sum(jnp.where(mask & full[:, None], ce, 0.0), 1)
+    per_buffer = total / jnp.maximum(mask.sum(1), 1)
+    return jnp.sum(jnp.where(full, per_buffer, 0.0))
+
+
+def buffer_subgraph(ctx: EnvContext, key: jax.Array, buffers) -> subgraph.Padded:
+    """The union of the full buffers' entries' neighbourhoods, each to its buffer's depth."""
+    cfg = ctx.config
+    full = action_buffers.full(buffers, cfg.buffer_size)
+    mask = action_buffers.entry_mask(buffers) & full[:, None]
+    depths = jnp.broadcast_to((jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None], mask.shape)
+    return subgraph.sample(ctx.sampler, key, buffers.nodes, depths, mask)
+
+
 def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask, buffer_depths):
     """Each buffer's summed cross-entropy as counts x per-node losses, [A].
 
@@ -149,8 +193,13 @@ def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
       (state, trained [] bool, loss [] (0 when nothing trained)).
     """
     full = action_buffers.full(state.buffers, ctx.config.buffer_size)
-    loss_fn = functools.partial(buffer_loss, ctx)
-    loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers)
+    if ctx.sampler is None:
+        loss_fn = functools.partial(buffer_loss, ctx)
+        loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers)
+    else:
+        sub = buffer_subgraph(ctx, jax.random.fold_in(key, 1), state.buffers)
+        loss_fn = functools.partial(subgraph_buffer_loss, ctx)
+        loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers, sub)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     trained = jnp.any(full)
@@ -160,10 +209,17 @@ def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
     return state, trained, jnp.where(trained, loss, 0.0)
 
 
-def validation_accuracy(ctx: EnvContext, params, val_depths: jax.Array) -> jax.Array:
-    """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V]."""
+def validation_accuracy(
+    ctx: EnvContext, params, val_depths: jax.Array, val_graph: subgraph.Padded | None = None
+) -> jax.Array:
+    """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V]; on their
+    neighbourhood `val_graph` under the subgraph engine."""
     g = ctx.graph
-    logits_all = ctx.backbone.logits(params, None)[:, g.val_index]
+    if val_graph is None:
+        logits_all = ctx.backbone.logits(params, None)[:, g.val_index]
+    else:
+        view = subgraph.view(g, val_graph)
+        logits_all = ctx.backbone.on_graph(params, None, view)[:, val_graph.positions]
     logits = backbone_lib.depth_logits(ctx.backbone, logits_all, val_depths)
     return gcn.accuracy(logits, g.labels[g.val_index])
 
@@ -186,7 +242,7 @@ def step(ctx: EnvContext, key: jax.Array, state: EnvState, actions, val_depths):
     is_train = ctx.is_train[state.nodes]
     buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train)
     state, trained, loss = train_backbone(ctx, k_train, state.replace(buffers=buffers))
-    acc = validation_accuracy(ctx, state.params, val_depths)
+    acc = validation_accuracy(ctx, state.params, val_depths, state.val_graph)
     reward, state = shared_reward(ctx, state, acc)
     next_nodes = move(ctx, k_move, state.nodes, actions + ctx.config.min_depth)
     finite = all_finite(state.params)

@@ -37,7 +37,8 @@ def propagate(g: graph_lib.Graph, h: jax.Array) -> jax.Array:
     """`Â @ h` for h [N, D], as a receiver-sorted segment sum.
 
     Two custom rules, both exact:
-    - VJP: `Â^T g = Â g` (Â is symmetric), so the backward pass is one more sorted segment sum
+    - VJP: `Â^T g = Â g` (Â is symmetric; a subgraph's is not, `Graph.symmetric`, and gets a
+      scatter over senders), so the backward pass is one more sorted segment sum
       instead of the unsorted scatter-add autodiff would emit. A test compares it with autodiff.
     - vmap over seeds: the S hidden matrices are laid side by side as one [N, S*D] matrix and
       propagated once. Gathering S*D contiguous floats per edge instead of S separate rows made
@@ -64,6 +65,9 @@ def _propagate_fwd(g, h):
 
 
 def _propagate_bwd(g, cotangent):
+    if not g.symmetric:  # a subgraph: Â^T g as a scatter over senders
+        messages = cotangent[g.receivers] * g.weights[:, None]
+        return None, jax.ops.segment_sum(messages, g.senders, num_segments=cotangent.shape[0])
     return None, propagate(g, cotangent)
 
 
@@ -109,6 +113,8 @@ def dropped_feature_matmul(g, w, rate: float, train: bool, sparse: bool = True) 
     """`dropout(X) @ w`, called inside a Flax module: Kipf & Welling's dropout on the features'
     non-zeros only (dropping zeros changes nothing, and N*F random bits cost more than the
     layer); `sparse=False` drops and multiplies the dense features (a reference path)."""
+    # A subgraph view of a graph with dense features carries its rows densely (subgraph.view).
+    sparse = sparse and not (g.feat_vals.shape[0] == 0 and g.features.shape[1] > 0)
     if sparse:
         vals = nn.Dropout(rate, deterministic=not train)(g.feat_vals)
         return sparse_feature_matmul(g, w, vals)

@@ -60,6 +60,12 @@ class Graph:
     xt_buckets: gather_matmul.GatherBuckets | None
     num_classes: int = struct.field(pytree_node=False)
     kernels: str = struct.field(pytree_node=False, default="scatter")
+    # F when `features` holds no columns (a subgraph view keeps only the sparse rows); -1: read
+    # it from `features`.
+    feature_dim: int = struct.field(pytree_node=False, default=-1)
+    # Whether Â is symmetric (the whole graph). A subgraph's is not: its outermost nodes send
+    # but do not receive, so `gcn.propagate`'s backward pass must use Â^T there.
+    symmetric: bool = struct.field(pytree_node=False, default=True)
 
     @property
     def deterministic(self) -> bool:
@@ -72,7 +78,7 @@ class Graph:
 
     @property
     def num_features(self) -> int:
-        return self.features.shape[1]
+        return self.feature_dim if self.feature_dim >= 0 else self.features.shape[1]
 
 
 def normalised_adjacency(edges: np.ndarray, num_nodes: int):

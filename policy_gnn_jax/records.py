@@ -43,7 +43,16 @@ def mean_std(values) -> dict:
 
 
 def build(
-    ds, config, method: str, num_seeds: int, seed: int, metrics, results, wall, kernels: str
+    ds,
+    config,
+    method: str,
+    num_seeds: int,
+    seed: int,
+    metrics,
+    results,
+    wall,
+    kernels: str,
+    engine: str = "full",
 ) -> dict:
     """The results record (README, "Results file") of one finished sweep."""
     record = {
@@ -62,6 +71,9 @@ def build(
         # flags); "scatter": segment sums (exact on CPU, atomics on GPU).
         "kernels": kernels,
         "deterministic_kernels": kernels == "gather",
+        # "full": each MDP step on the whole graph; "subgraph": on padded neighbourhoods
+        # (subgraph.py), the only engine whose step cost does not grow with the graph.
+        "engine": engine,
     }
     if method == "gcn":
         record["best_epoch"] = results["best_epoch"].tolist()

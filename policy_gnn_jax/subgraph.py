@@ -1,0 +1,291 @@
+"""The subgraph engine (`--engine subgraph`): an MDP step whose cost does not grow with the graph.
+
+The full engine trains the backbone on the whole graph and measures M_t on the whole graph, so a
+step costs as much as the graph is large. Here a step trains the full buffers' nodes on the
+union of their d-hop neighbourhoods (d: each buffer's depth) and measures M_t on the validation
+nodes' K-hop neighbourhood, built once per seed. Every subgraph is a `jraph.GraphsTuple`
+padded with `jraph.pad_with_graphs` to the config's node and edge budgets, so each shape
+compiles once, and the backbone runs on it unchanged (`view` turns it into a `graph.Graph`).
+
+Exactness: a node's depth-d output depends on its d-hop neighbourhood only, through Â's weights
+`1/sqrt(deg_u deg_v)` of the WHOLE graph, which the subgraph keeps. A node at hop j < d gets
+every edge into it, a node at hop d only its features. So with every neighbour kept, the
+subgraph's logits at the targets equal the whole graph's (tested on Cora); its edges are in the
+whole graph's (receiver, sender) order, so each node's sum runs in the same order.
+
+Sampling (a neighbourhood over a budget): at hop h each node keeps at most `fanouts[h-1]`
+neighbours, drawn without replacement; if the hop's new nodes or edges still overflow a budget,
+a uniform subset of them is kept. A node that kept k of its deg neighbours scales their weights
+by deg / k (GraphSAGE's mean estimator applied to Â's sum; its self-loop stays exact).
+
+Sampling runs on the host (NumPy over a CSR), called from the compiled loop through
+`jax.pure_callback` with a seed drawn from the run's key: one seed still reproduces a run bit
+for bit. (jraph helpers that still call the removed `jax.tree_map`, such as
+`jraph.zero_out_padding`, are not used.)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import graph as graph_lib
+
+
+class Padded(NamedTuple):
+    """A padded subgraph as device arrays (the fields of its `jraph.GraphsTuple`).
+
+    node_ids: [n_budget] whole-graph ids, ascending over the real nodes (padding: 0).
+    senders, receivers: [e_budget] local ids, sorted by (receiver, sender); padding edges join
+      the first padding node to itself with weight 0.
+    weights: [e_budget] Â's weights (rescaled where neighbours were sampled).
+    positions: [...] the local id of each target entry (0 where the entry is masked).
+    num_nodes: [] how many nodes are real.
+    """
+
+    node_ids: jax.Array
+    senders: jax.Array
+    receivers: jax.Array
+    weights: jax.Array
+    positions: jax.Array
+    num_nodes: jax.Array
+
+
+class HostGraph(NamedTuple):
+    """The adjacency on the host: CSR neighbour lists (no self-loops) and degrees with them."""
+
+    indptr: np.ndarray  # [N + 1] int64
+    indices: np.ndarray  # [E] int32, each row ascending
+    degree: np.ndarray  # [N] float64, deg + 1 (the self-loop)
+
+
+def host_graph(g: graph_lib.Graph) -> HostGraph:
+    indptr = np.asarray(g.nbr_indptr).astype(np.int64)
+    return HostGraph(indptr, np.asarray(g.nbr_indices), np.diff(indptr) + 1.0)
+
+
+class Sampler:
+    """Builds padded neighbourhoods on the host in time proportional to the neighbourhood, not
+    the graph: per-node scratch arrays replace sets and sorts (reset by one memset a call), and
+    a lock keeps concurrent callbacks (one per device) apart."""
+
+    def __init__(self, hg: HostGraph, config: config_lib.Config):
+        self.hg = hg
+        self.config = config
+        self.max_nodes = config.subgraph_nodes
+        self.max_edges = config.subgraph_edges
+        n = len(hg.degree)
+        # remaining[v]: how many more hops the neighbourhood grows from v (-1: not in it).
+        self._remaining = np.full(n, -1, np.int16)
+        self._scratch = np.zeros(n, np.int64)  # written before every read: never reset
+        self._lock = threading.Lock()
+
+    def __call__(self, seed, target_nodes, target_radii, target_mask):
+        """The padded union neighbourhood of the masked targets, each to its own radius.
+
+        Args (NumPy, from the callback): seed [2] uint32; target_nodes, target_radii,
+        target_mask: same shape [...].
+
+        Returns: the `Padded` fields as NumPy arrays.
+        """
+        rng = np.random.default_rng(np.asarray(seed, np.uint64))
+        mask = np.asarray(target_mask, bool)
+        targets = np.asarray(target_nodes)[mask].astype(np.int64)
+        radii = np.asarray(target_radii)[mask].astype(np.int64)
+        with self._lock:
+            nodes, senders, receivers, weights = self.neighbourhood(targets, radii, rng)
+        positions = np.zeros(np.shape(target_nodes), np.int32)
+        positions[mask] = np.searchsorted(nodes, targets)
+        padded = pad(nodes, senders, receivers, weights, self.max_nodes, self.max_edges)
+        return (
+            padded.nodes.astype(np.int32),
+            padded.senders.astype(np.int32),
+            padded.receivers.astype(np.int32),
+            padded.edges.astype(np.float32),
+            positions,
+            np.asarray(len(nodes), np.int32),
+        )
+
+    def neighbourhood(self, targets, radii, rng):
+        """(nodes ascending, senders, receivers as local ids, weights) of the union of the
+        targets' balls, target t to radius radii[t]; sampled only where a budget needs it."""
+        try:
+            return self._grow(np.asarray(targets), np.asarray(radii), rng)
+        finally:
+            self._remaining.fill(-1)  # a memset: cheap next to the sampling itself
+
+    def _unique(self, values: np.ndarray) -> np.ndarray:
+        """The distinct values, in no particular order, in O(len(values))."""
+        scratch, order = self._scratch, np.arange(len(values))
+        scratch[values] = order
+        return values[scratch[values] == order]
+
+    def _grow(self, targets, radii, rng):
+        hg, cfg, remaining = self.hg, self.config, self._remaining
+        nodes = np.unique(targets)
+        if len(nodes) > self.max_nodes:
+            raise ValueError(
+                f"{len(nodes)} target nodes do not fit a subgraph of {self.max_nodes} nodes: "
+                f"raise subgraph_nodes (--subgraph-nodes)."
+            )
+        np.maximum.at(remaining, targets, radii.astype(remaining.dtype))
+        edge_room = self.max_edges - self.max_nodes  # every node's self-loop is reserved
+        receivers, senders, rescaled, scales = [], [], [], []
+        for hop, r in enumerate(range(int(radii.max(initial=0)), 0, -1), start=1):
+            # Levels run from the widest radius down, so a node's first level is its highest.
+            frontier = nodes[remaining[nodes] == r]
+            slot, send = _neighbour_edges(hg, frontier)  # slot: the receiver's frontier index
+            degree = hg.indptr[frontier + 1] - hg.indptr[frontier]
+            new = self._unique(send[remaining[send] < 0])
+            fanout = cfg.fanout(hop)
+            if fanout and (len(nodes) + len(new) > self.max_nodes or len(send) > edge_room):
+                keep = _at_most_per_receiver(slot, degree, fanout, rng)
+                slot, send = slot[keep], send[keep]
+                new = self._unique(send[remaining[send] < 0])
+            if len(nodes) + len(new) > self.max_nodes:  # a uniform subset of the new nodes
+                dropped = rng.permutation(new)[self.max_nodes - len(nodes) :]
+                remaining[dropped] = -2
+                keep = remaining[send] != -2
+                remaining[dropped] = -1
+                slot, send = slot[keep], send[keep]
+            if len(send) > edge_room:  # a uniform subset of the edges
+                keep = np.sort(rng.permutation(len(send))[:edge_room])
+                slot, send = slot[keep], send[keep]
+            edge_room -= len(send)
+            # Nodes reached for the first time, or again with more hops to go, grow from r - 1.
+            new = self._unique(send[remaining[send] < 0])
+            remaining[send] = np.maximum(remaining[send], r - 1)
+            nodes = np.concatenate([nodes, new])
+            kept = np.bincount(slot, minlength=len(frontier))
+            receivers.append(frontier[slot])
+            senders.append(send)
+            sampled = kept < degree
+            rescaled.append(frontier[sampled])
+            scales.append(degree[sampled] / np.maximum(kept[sampled], 1))
+        nodes = np.sort(nodes)
+        local = self._scratch
+        local[nodes] = np.arange(len(nodes))
+        # Every edge and self-loop as one (receiver, sender) key: the whole graph's edge order.
+        n = len(nodes)
+        recv = np.concatenate(receivers + [nodes])
+        send = np.concatenate(senders + [nodes])
+        key = np.sort(local[recv] * n + local[send])
+        recv_local, send_local = key // n, key % n
+        # A node that kept k of its deg neighbours scales their weights by deg / k.
+        scale = np.ones(n)
+        scale[local[np.concatenate(rescaled + [nodes[:0]])]] = np.concatenate(scales + [[]])
+        factor = np.where(recv_local == send_local, 1.0, scale[recv_local])
+        d = hg.degree[nodes]
+        weights = factor / np.sqrt(d[send_local] * d[recv_local])
+        return nodes, send_local, recv_local, weights
+
+
+def _neighbour_edges(hg: HostGraph, frontier: np.ndarray):
+    """Every edge into the frontier, grouped by receiver: (receiver's index in `frontier`,
+    sender)."""
+    starts = hg.indptr[frontier]
+    counts = hg.indptr[frontier + 1] - starts
+    slot = np.repeat(np.arange(len(frontier)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return slot, hg.indices[starts[slot] + offsets].astype(np.int64)
+
+
+def _at_most_per_receiver(slot, degree, fanout: int, rng) -> np.ndarray:
+    """Which edges to keep: at most `fanout` per receiver, uniformly without replacement.
+
+    `slot` is grouped by receiver (ascending); ranking a uniform key inside each group is one
+    argsort of `slot + key`."""
+    order = np.argsort(slot + rng.random(len(slot)))
+    group_start = np.repeat(np.cumsum(degree) - degree, degree)
+    rank = np.empty(len(slot), np.int64)
+    rank[order] = np.arange(len(slot)) - group_start
+    return rank < fanout
+
+
+def pad(nodes, senders, receivers, weights, max_nodes: int, max_edges: int) -> jraph.GraphsTuple:
+    """The subgraph as a one-graph `jraph.GraphsTuple` padded to max_nodes + 1 nodes (jraph's
+    padding needs one node of its own) and max_edges edges."""
+    graph = jraph.GraphsTuple(
+        nodes=nodes.astype(np.int32),
+        edges=weights.astype(np.float32),
+        senders=senders.astype(np.int32),
+        receivers=receivers.astype(np.int32),
+        n_node=np.array([len(nodes)], np.int32),
+        n_edge=np.array([len(senders)], np.int32),
+        globals=None,
+    )
+    return jraph.pad_with_graphs(graph, n_node=max_nodes + 1, n_edge=max_edges)
+
+
+def padded_shapes(config: config_lib.Config, target_shape) -> Padded:
+    n, e = config.subgraph_nodes + 1, config.subgraph_edges
+    return Padded(
+        node_ids=jax.ShapeDtypeStruct((n,), jnp.int32),
+        senders=jax.ShapeDtypeStruct((e,), jnp.int32),
+        receivers=jax.ShapeDtypeStruct((e,), jnp.int32),
+        weights=jax.ShapeDtypeStruct((e,), jnp.float32),
+        positions=jax.ShapeDtypeStruct(tuple(target_shape), jnp.int32),
+        num_nodes=jax.ShapeDtypeStruct((), jnp.int32),
+    )
+
+
+def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask) -> Padded:
+    """The padded neighbourhood of the masked (node, radius) targets, from inside jit/vmap."""
+    seed = jax.random.bits(key, (2,), jnp.uint32)
+    shapes = padded_shapes(sampler.config, nodes.shape)
+    out = jax.pure_callback(
+        sampler, tuple(shapes), seed, nodes, radii, mask, vmap_method="sequential"
+    )
+    return Padded(*out)
+
+
+def view(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
+    """The padded subgraph as a `graph.Graph` the backbone runs on unchanged: its nodes' feature
+    rows (sparse rows where the graph keeps them, else dense rows), its edges and labels."""
+    ids = sub.node_ids
+    n = ids.shape[0]
+    empty = jnp.zeros((0,), jnp.int32)
+    if g.feat_ell_idx.shape[1] > 0:  # sparse rows: their non-zeros, padded to the widest row
+        width = g.feat_ell_idx.shape[1]
+        features = jnp.zeros((n, 0), jnp.float32)
+        rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), width)
+        cols, vals = g.feat_ell_idx[ids].reshape(-1), g.feat_ell_val[ids].reshape(-1)
+    else:  # dense rows: a dense product (gcn.dropped_feature_matmul)
+        features, rows, cols, vals = g.features[ids], empty, empty, jnp.zeros((0,), jnp.float32)
+    return graph_lib.Graph(
+        features=features,
+        feat_rows=rows,
+        feat_cols=cols,
+        feat_vals=vals,
+        feat_ell_idx=jnp.zeros((n, 0), jnp.int32),
+        feat_ell_val=jnp.zeros((n, 0), jnp.float32),
+        senders=sub.senders,
+        receivers=sub.receivers,
+        weights=sub.weights,
+        nbr_indptr=empty,
+        nbr_indices=empty,
+        labels=g.labels[ids],
+        train_index=empty,
+        val_index=empty,
+        test_index=empty,
+        adj_buckets=None,
+        x_buckets=None,
+        xt_buckets=None,
+        num_classes=g.num_classes,
+        kernels="scatter",
+        feature_dim=g.num_features,
+        symmetric=False,
+    )
+
+
+def use_subgraphs(config: config_lib.Config, g: graph_lib.Graph) -> bool:
+    """Whether the config's engine is the subgraph engine on this graph ("auto": by size)."""
+    if config.engine == "auto":
+        return g.num_nodes > config_lib.AUTO_SUBGRAPH_NODES
+    return config.engine == "subgraph"
