@@ -78,6 +78,8 @@ def fit(
     progress: bool = True,
     checkpoint_dir: str | pathlib.Path | None = None,
     checkpoint_every: int = 5,
+    devices: int | None = None,
+    seed_mode: str = "vmap",
 ) -> Fit:
     """Trains `method` on `dataset` for `seeds` seeds derived from `seed`, as one jit(vmap).
 
@@ -89,6 +91,10 @@ def fit(
       progress: show a progress bar.
       checkpoint_dir: save the whole state there every `checkpoint_every` chunks; a run started
         again with the same arguments resumes from it and ends bit-identical.
+      devices: split the seeds over at most this many local devices (default: all of them;
+        `runner.seed_sharding`).
+      seed_mode: "vmap" (default: the seeds batched) or "map" (one after another: a seed's
+        result is then bit-identical on any number of seeds and devices; `runner.over_seeds`).
 
     Returns:
       The `Fit`.
@@ -119,6 +125,8 @@ def fit(
             hints=runner.learning_rate_hints(config, method),
             checkpoint=ckpt,
             checkpoint_every=checkpoint_every,
+            devices=devices,
+            seed_mode=seed_mode,
         )
     finally:
         if ckpt is not None:
@@ -285,7 +293,8 @@ def config_from_dict(values: dict) -> config_lib.Config:
     values = dict(values)
     # Fits saved before the backbone field existed (2026-11) used the readout structure.
     values.setdefault("backbone", "gcn-readout")
-    values["q_hidden"] = tuple(values.get("q_hidden", config_lib.Config.q_hidden))
+    # JSON turned every tuple field (q_hidden, fanouts) into a list.
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     return config_lib.Config(**values)
 
 

@@ -46,6 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=10, help="number of seeds, run as one vmap")
     p.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
     p.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        help="split the seeds over at most this many local devices (default: all)",
+    )
+    p.add_argument(
+        "--seed-mode",
+        default="vmap",
+        choices=runner.SEED_MODES,
+        help="vmap: seeds batched; map: one after another, so a seed's result is bit-identical "
+        "on any number of seeds and devices",
+    )
+    p.add_argument(
         "--backbone",
         default="gcn",
         choices=config_lib.BACKBONES,
@@ -235,6 +248,8 @@ def main(argv=None) -> int:
             progress=not args.no_progress,
             checkpoint_dir=args.checkpoint_dir,
             checkpoint_every=args.checkpoint_every,
+            devices=args.devices,
+            seed_mode=args.seed_mode,
         )
         fitted.save(out)
     except INPUT_ERRORS as err:

@@ -14,6 +14,7 @@ import functools
 
 import jax
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from policy_gnn_jax import checkpoint as checkpoint_lib
@@ -41,6 +42,55 @@ def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     if not isinstance(num_seeds, (int, np.integer)) or num_seeds < 1:
         raise ResourceError(f"the number of seeds must be an integer >= 1, got {num_seeds!r}.")
     return jax.random.split(jax.random.key(seed), num_seeds)
+
+
+def seed_sharding(num_seeds: int, devices: int | None = None) -> NamedSharding | None:
+    """The seed axis split over local devices: a one-axis `Mesh` ("seeds") and the
+    `NamedSharding` that puts each device's share of seeds on it; None on one device.
+
+    Seeds never interact, so every device runs its seeds' whole loop with no communication, and
+    each seed's arithmetic is the same as on one device. Uses the most devices (at most
+    `devices`, default all local ones) that divide the seeds evenly: 10 seeds on 8 devices use 5.
+    On several hosts, call `jax.distributed.initialize()` first (README, "Scale").
+    """
+    available = jax.local_devices()
+    if devices is not None and not 1 <= devices <= len(available):
+        raise ResourceError(
+            f"devices must be in 1..{len(available)} (the local devices), got {devices}."
+        )
+    limit = devices or len(available)
+    count = max(d for d in range(1, limit + 1) if num_seeds % d == 0)
+    if count == 1:
+        return None
+    mesh = Mesh(np.array(available[:count]), ("seeds",))
+    return NamedSharding(mesh, PartitionSpec("seeds"))
+
+
+SEED_MODES = ("vmap", "map")
+
+
+def over_seeds(fn, mode: str, sharding: NamedSharding | None):
+    """`fn` (one seed) over a leading seed axis: batched (`vmap`) or one seed after another
+    (`map`), and with a sharding, each device running its own seeds (`shard_map`).
+
+    "map" makes a seed's bits independent of how many seeds and devices run: XLA vectorises a
+    batched reduction differently for different batch sizes (a sum over rows of [64, 16] rounds
+    differently under vmap batches of 1, 2 and 8 on the CPU), so under "vmap" a seed's bits
+    depend on the seeds per device. On a CPU "map" also measured faster per seed (README,
+    "Scale"); "vmap" is the default because it is what accelerators want, and the results
+    published so far were made with it.
+    """
+    if mode not in SEED_MODES:
+        raise ResourceError(f"seed mode must be one of {SEED_MODES}, got {mode!r}.")
+    batched = jax.vmap(fn) if mode == "vmap" else functools.partial(jax.lax.map, fn)
+    if sharding is None:
+        return batched
+    spec = sharding.spec
+    # check_vma off: the loop closes over the graph, the same on every device, and mixes it into
+    # per-seed carries, which the replication checker cannot type.
+    return jax.shard_map(
+        batched, mesh=sharding.mesh, in_specs=spec, out_specs=spec, check_vma=False
+    )
 
 
 def chunk_lengths(total: int, per_call: int) -> list[int]:
@@ -125,8 +175,11 @@ def run_trainer(
     hints: dict | None = None,
     checkpoint: checkpoint_lib.Checkpointer | None = None,
     checkpoint_every: int = 5,
+    devices: int | None = None,
+    seed_mode: str = "vmap",
 ):
-    """init -> train_chunk ... -> evaluate, each `jax.jit(jax.vmap(.))` over the seeds.
+    """init -> train_chunk ... -> evaluate, each `jax.jit(jax.vmap(.))` over the seeds, the
+    seed axis sharded over the local devices (`seed_sharding`).
 
     Args:
       trainer: what to run.
@@ -135,18 +188,29 @@ def run_trainer(
       hints: {"backbone": ..., "agent": ...}: the fix a divergence message gives per network.
       checkpoint: resume from it if it holds a checkpoint of this run, and save to it.
       checkpoint_every: save every this many chunks (and after the last one).
+      devices: shard the seeds over at most this many local devices (default: all).
+      seed_mode: "vmap" (batched) or "map" (a seed's bits independent of the seed and device
+        counts); `over_seeds`.
 
     Returns:
       (final state, metrics as numpy [S, total, ...], evaluate's results as numpy).
     """
     num_seeds = keys.shape[0]
     lengths = chunk_lengths(trainer.total, trainer.per_call)
+    sharding = seed_sharding(num_seeds, devices)
+    seeds = functools.partial(over_seeds, mode=seed_mode, sharding=sharding)
+    if sharding is not None:
+        keys = jax.device_put(keys, sharding)
     chunk_fns = {
-        n: jax.jit(jax.vmap(functools.partial(trainer.train_chunk, length=n)), donate_argnums=0)
+        n: jax.jit(seeds(functools.partial(trainer.train_chunk, length=n)), donate_argnums=0)
         for n in set(lengths)
     }
-    init_v = jax.jit(jax.vmap(trainer.init))
+    init_v = jax.jit(seeds(trainer.init))
     state_like = jax.eval_shape(init_v, keys)
+    if sharding is not None:  # the compiled chunk expects its input spread over the devices
+        state_like = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state_like
+        )
     # Compiling the main chunk ahead of time gives its exact memory need before any allocation.
     main = chunk_fns[lengths[0]].lower(state_like).compile()
     check_memory(main, num_seeds, available_memory_bytes())
@@ -165,6 +229,8 @@ def run_trainer(
         restored = checkpoint.restore(state_like, metrics_like)
         if restored is not None:
             start, done, state, metrics_so_far = restored
+            if sharding is not None:
+                state = jax.device_put(state, sharding)
             print(
                 f"resuming from {checkpoint.directory}: {done} of {trainer.total} "
                 f"{trainer.unit}s already done",
@@ -200,7 +266,7 @@ def run_trainer(
             chunks = [_concat(chunks)]  # keep it joined: the next save adds only new chunks
             checkpoint.save(index + 1, done, state, chunks[0])
     bar.close()
-    results = jax.tree.map(np.asarray, jax.jit(jax.vmap(trainer.evaluate))(state))
+    results = jax.tree.map(np.asarray, jax.jit(seeds(trainer.evaluate))(state))
     return state, _concat(chunks), results
 
 

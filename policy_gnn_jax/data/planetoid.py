@@ -83,6 +83,21 @@ def _is_offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "").lower() not in ("", "0", "false", "no")
 
 
+def download_unverified(url: str, dest: pathlib.Path) -> None:
+    """Downloads `url` to `dest` atomically (a partial file never takes the name); the caller
+    checks what it got."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+            while block := response.read(1 << 20):
+                out.write(block)
+        os.replace(tmp_name, dest)
+    finally:
+        if os.path.exists(tmp_name):
+            os.remove(tmp_name)
+
+
 def _download(url: str, dest: pathlib.Path, expected_sha: str) -> None:
     """Downloads `url` to `dest` atomically, keeping it only if its SHA-256 matches."""
     dest.parent.mkdir(parents=True, exist_ok=True)
