@@ -9,7 +9,8 @@ Per dataset:
    the default (each part as `dqn.dqn_agent` picks it for the graph): `step/epoch = X.XXx`;
 3. the step against its kernel floor: one GCN forward+backward, one all-depth evaluation forward
    and one DQN update, each jitted alone;
-4. S seeds vmapped against one seed, for the GCN epoch and for the MDP step;
+4. S seeds vmapped, and S seeds one after another on device (`--seed-mode map`), against one
+   seed, for the GCN epoch and for the MDP step;
 5. the backbones: one MDP step and one fixed-depth epoch (1 seed) of `gcn` (the paper's
    structure), `gcn-readout` (before 2026-11) and `decoupled` (its preset: depths 0..16, hidden
    64), as ratios to `gcn` (`--skip-backbones` to leave it out);
@@ -44,23 +45,26 @@ def median_s(fn, *args, repeats: int) -> float:
     return float(np.median(times))
 
 
-def chunk_time(trainer, keys, repeats: int) -> float:
-    """Median seconds of one call of the vmapped chunk (`per_call` units), warmed up."""
+def chunk_time(trainer, keys, repeats: int, mode: str = "vmap") -> float:
+    """Median seconds of one call of the chunk (`per_call` units) over the seeds, batched
+    (`vmap`) or one after another (`map`; `runner.over_seeds`), warmed up."""
     chunk = functools.partial(trainer.train_chunk, length=trainer.per_call)
-    init_v, chunk_v = jax.jit(jax.vmap(trainer.init)), jax.jit(jax.vmap(chunk))
+    seeds = functools.partial(runner.over_seeds, mode=mode, sharding=None)
+    init_v, chunk_v = jax.jit(seeds(trainer.init)), jax.jit(seeds(chunk))
     state = init_v(keys)
     state, _ = chunk_v(state)
     return median_s(lambda s: chunk_v(s)[1], state, repeats=repeats)
 
 
-def epoch_time(cfg, g, seeds: int, repeats: int, depth: int = 2) -> float:
+def epoch_time(cfg, g, seeds: int, repeats: int, depth: int = 2, mode: str = "vmap") -> float:
     b = baseline.make_baseline(dataclasses.replace(cfg, depth=depth), g, epochs_per_chunk=20)
-    return chunk_time(b, runner.seed_keys(0, seeds), repeats) / b.per_call
+    return chunk_time(b, runner.seed_keys(0, seeds), repeats, mode) / b.per_call
 
 
-def step_time(cfg, g, hops, agent, seeds: int, repeats: int) -> float:
+def step_time(cfg, g, hops, agent, seeds: int, repeats: int, mode: str = "vmap") -> float:
     t = train.make_trainer(cfg, g, hops, agent=agent)
-    return chunk_time(t, runner.seed_keys(0, seeds), repeats) / (t.per_call * cfg.steps_per_episode)
+    per_call = t.per_call * cfg.steps_per_episode
+    return chunk_time(t, runner.seed_keys(0, seeds), repeats, mode) / per_call
 
 
 def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
@@ -137,14 +141,15 @@ def bench_dataset(name: str, args) -> None:
     detail = ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts.items())
     print(f"[{name}] step / kernel floor = {steps['default'] / floor:.2f}x ({detail})")
     if args.seeds > 1:
-        many_epoch = epoch_time(cfg, g, args.seeds, args.repeats)
-        many_step = step_time(cfg, g, hops, default, args.seeds, args.repeats)
-        for what, one, many in (("GCN epoch", epoch, many_epoch), ("MDP step", steps["default"],
-                                                                    many_step)):  # fmt: skip
-            print(
-                f"[{name}] {what}: {args.seeds} seeds vmapped / 1 seed = {many / one:.2f}x "
-                f"({args.seeds * one / many:.2f}x the throughput of a loop over seeds)"
-            )
+        for mode, label in (("vmap", "vmapped"), ("map", "mapped (--seed-mode map)")):
+            many_epoch = epoch_time(cfg, g, args.seeds, args.repeats, mode=mode)
+            many_step = step_time(cfg, g, hops, default, args.seeds, args.repeats, mode=mode)
+            for what, one, many in (("GCN epoch", epoch, many_epoch), ("MDP step", steps["default"],
+                                                                        many_step)):  # fmt: skip
+                print(
+                    f"[{name}] {what}: {args.seeds} seeds {label} / 1 seed = {many / one:.2f}x "
+                    f"({args.seeds * one / many:.2f}x the throughput of a loop over seeds)"
+                )
     if not args.skip_backbones:
         bench_backbones(name, ds, g, args)
     if not args.skip_kernels:

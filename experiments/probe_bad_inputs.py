@@ -14,12 +14,14 @@ Writes <out>/probes.md and <out>/probes.json, and exits 1 if any probe failed th
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 from policy_gnn_jax import checkpoint
 
@@ -68,6 +70,13 @@ def probes(tmp: pathlib.Path, data_dir: str) -> list[tuple[str, list[str]]]:
     bad_results = tmp / "bad_results"
     (bad_results / "cora" / "gcn-d1").mkdir(parents=True, exist_ok=True)
     (bad_results / "cora" / "gcn-d1" / "results.json").write_text('{"dataset": "co')
+    not_zip, partial_zip = tmp / "arxiv_not_zip", tmp / "arxiv_partial"
+    for folder in (not_zip, partial_zip):
+        folder.mkdir(exist_ok=True)
+    (not_zip / "arxiv.zip").write_bytes(b"not a zip")
+    with zipfile.ZipFile(partial_zip / "arxiv.zip", "w") as z:
+        z.writestr("arxiv/raw/edge.csv.gz", gzip.compress(b"0,1\n"))
+    arxiv = ["--dataset", "ogbn-arxiv", "--no-download", "--data-dir"]
     ckpt_other = tmp / "ckpt_other"
     damaged = tmp / "ckpt_damaged"
     cli = [
@@ -180,6 +189,30 @@ def probes(tmp: pathlib.Path, data_dir: str) -> list[tuple[str, list[str]]]:
             [*CLI, *CSBM, *QUICK, "--checkpoint-dir", str(ckpt_other), "--seeds", "2", *out],
         ),
         ("--checkpoint-dir damaged", [*CLI, *CSBM, *QUICK, "--checkpoint-dir", str(damaged), *out]),
+        # Issue 11: engines, sharding, ogbn-arxiv.
+        ("--engine bogus", [*CLI, *CSBM, "--engine", "bogus", *out]),
+        ("--fanouts a,b", [*CLI, *CSBM, "--fanouts", "a,b", *out]),
+        ("--fanouts 5,-1", [*CLI, *CSBM, "--fanouts", "5,-1", *out]),
+        (
+            "--subgraph-nodes 1",
+            [*CLI, *CSBM, "--engine", "subgraph", "--subgraph-nodes", "1", *out],
+        ),
+        (
+            "--subgraph-edges below --subgraph-nodes",
+            [*CLI, *CSBM, "--subgraph-nodes", "100", "--subgraph-edges", "50", *out],
+        ),
+        (
+            "--subgraph-nodes below the training nodes",
+            [*CLI, *CSBM, *QUICK, "--engine", "subgraph", "--subgraph-nodes", "10", *out],
+        ),
+        ("--devices 99", [*CLI, *CSBM, *QUICK, "--devices", "99", *out]),
+        ("--devices 0", [*CLI, *CSBM, *QUICK, "--devices", "0", *out]),
+        ("--seed-mode bogus", [*CLI, *CSBM, *QUICK, "--seed-mode", "bogus", *out]),
+        ("--csbm-features 0", [*CLI, *CSBM, "--csbm-features", "0", *out]),
+        ("--csbm-degree -1", [*CLI, *CSBM, "--csbm-degree", "-1", *out]),
+        ("ogbn-arxiv: no zip, --no-download", [*CLI, *arxiv, str(empty), *out]),
+        ("ogbn-arxiv: arxiv.zip is not a zip", [*CLI, *arxiv, str(not_zip), *out]),
+        ("ogbn-arxiv: zip without the labels", [*CLI, *arxiv, str(partial_zip), *out]),
     ]
     reproduce = [
         (
@@ -303,6 +336,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data-dir", required=True, help="the Planetoid folder (Cora is used)")
     p.add_argument("--out", default="results/probes")
+    p.add_argument("--only", default=None, help="run only the probes whose name contains this")
     args = p.parse_args()
     out = checkpoint.check_writable_dir(args.out)
     rows = []
@@ -312,6 +346,8 @@ def main() -> int:
         env = {**os.environ, "POLICY_GNN_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp / "cache")}
         env.pop("POLICY_GNN_DATA", None)
         for name, command in probes(tmp, args.data_dir):
+            if args.only and args.only not in name:
+                continue
             result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
             outcome, message = classify(result)
             rows.append({"probe": name, "exit": result.returncode, "outcome": outcome,

@@ -78,6 +78,14 @@ def make_context(
             raise config_lib.ConfigError(
                 "this backbone runs only on its own graph (no `on_graph`): use --engine full."
             )
+        # Buffers hold training nodes only; the validation subgraph holds every validation node.
+        most = max(g.train_index.shape[0], g.val_index.shape[0])
+        if config.subgraph_nodes < most:
+            raise config_lib.ConfigError(
+                f"subgraph_nodes {config.subgraph_nodes} cannot hold the {most} training or "
+                f"validation nodes a subgraph starts from: raise --subgraph-nodes to at least "
+                f"{most} (a few times more leaves room for their neighbourhoods)."
+            )
         sampler = subgraph.Sampler(subgraph.host_graph(g), config)
     return EnvContext(
         config=config,

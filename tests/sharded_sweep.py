@@ -1,13 +1,20 @@
 """Run by test_sharding.py in a process with 8 host CPU devices (XLA_FLAGS is read when JAX
-starts, so it cannot be set inside the pytest process). Prints one JSON line."""
+starts, so it cannot be set inside the pytest process). Prints one JSON line: for each
+(method, engine, seed mode), the results and parameter bytes on 8 devices and on 1."""
 
 import json
-import sys
 
 import jax
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data, runner
+
+VARIANTS = [
+    ("policy-gnn", "full", "map"),
+    ("policy-gnn", "subgraph", "map"),
+    ("policy-gnn", "full", "vmap"),
+]
+FIELDS = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "test_depths", "best_epoch")
 
 assert len(jax.devices()) == 8, jax.devices()
 ds = data.make_csbm(
@@ -21,15 +28,19 @@ ds = data.make_csbm(
     num_val=60,
     num_test=100,
 )
-method, engine = sys.argv[1], sys.argv[2]
-config = pg.Config.tiny(engine=engine, subgraph_nodes=64, subgraph_edges=400)
 out = {"sharded_over": runner.seed_sharding(8).mesh.size}
-mode = sys.argv[3]
-for devices in (8, 1):
-    fit = pg.fit(
-        ds, config, method=method, seeds=8, progress=False, devices=devices, seed_mode=mode
+for method, engine, mode in VARIANTS:
+    config = pg.Config.tiny(
+        engine=engine, subgraph_nodes=64, subgraph_edges=400, num_episodes=2, epochs=10
     )
-    fields = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "test_depths", "best_epoch")
-    out[devices] = {k: fit.record[k] for k in fields if k in fit.record}
-    out[f"{devices}-params"] = [x.tobytes().hex() for x in jax.tree.leaves(fit.params)]
+    runs = {}
+    for devices in (8, 1):
+        fit = pg.fit(
+            ds, config, method=method, seeds=8, progress=False, devices=devices, seed_mode=mode
+        )
+        runs[devices] = {
+            "record": {k: fit.record[k] for k in FIELDS if k in fit.record},
+            "params": [x.tobytes().hex() for x in jax.tree.leaves(fit.params)],
+        }
+    out[f"{method}/{engine}/{mode}"] = runs
 print(json.dumps(out))

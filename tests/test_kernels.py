@@ -72,7 +72,7 @@ def test_buffer_loss_by_counts_equals_per_entry(both_kernels, key):
 
 
 def test_a_run_on_gather_kernels_is_close_to_scatter_and_reproducible(small_dataset):
-    cfg = pg.Config.tiny(num_episodes=4)
+    cfg = pg.Config.tiny(num_episodes=2)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
     runs = {}
     for kernels in ("scatter", "gather", "gather"):

@@ -83,6 +83,8 @@ def test_missing_zip_member_and_damaged_zip_are_named(tmp_path, monkeypatch):
     (tmp_path / "b" / ogb.ARXIV_ZIP).write_bytes(b"not a zip")
     with pytest.raises(data.DataError, match="could not be read"):
         ogb.load_ogbn_arxiv(data_dir=tmp_path / "b", download=False, cache_dir=tmp_path / "c2")
+    # A copy that fails to parse is never recorded as the trusted one.
+    assert not (tmp_path / "c2" / ogb.RECORD_FILE).exists()
 
 
 def test_cli_runs_on_the_arxiv_layout(arxiv, tmp_path):

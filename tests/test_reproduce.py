@@ -19,7 +19,7 @@ def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
     args = argparse.Namespace(
         datasets=["pubmed", "citeseer"],
         seeds=2,
-        episodes=None,
+        episodes=2,  # the code path is what is tested: the tiny preset's 4 episodes halved
         preset="tiny",
         backbone="gcn",
         audit=True,

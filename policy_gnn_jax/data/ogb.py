@@ -71,9 +71,14 @@ def _record(cache: pathlib.Path, filename: str, sha: str) -> None:
     os.replace(tmp, cache / RECORD_FILE)  # atomic: a crash leaves the old record or the new
 
 
-def verified_zip(data_dir=None, download: bool = True, cache_dir=None) -> tuple[pathlib.Path, str]:
+def verified_zip(
+    data_dir=None, download: bool = True, cache_dir=None
+) -> tuple[pathlib.Path, str, bool]:
     """The arxiv zip (from `data_dir`, $POLICY_GNN_DATA or the cache; else downloaded into the
-    cache), checked against the SHA-256 recorded at its first load. Returns (path, sha)."""
+    cache), checked against the SHA-256 recorded at its first load.
+
+    Returns (path, sha, first): `first` when no checksum is recorded yet; the caller records it
+    once the zip has parsed (a damaged first copy is never trusted)."""
     if data_dir is not None and not pathlib.Path(data_dir).is_dir():
         raise DataError(
             f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
@@ -86,15 +91,13 @@ def verified_zip(data_dir=None, download: bool = True, cache_dir=None) -> tuple[
         found = _download_zip(folders + [cache], cache, download)
     sha = planetoid.sha256_of(found)
     expected = _recorded(cache).get(ARXIV_ZIP)
-    if expected is None:
-        _record(cache, ARXIV_ZIP, sha)  # trust on first use: OGB publishes no checksum
-    elif sha != expected:
+    if expected is not None and sha != expected:
         raise DataError(
             f"{found} is not the copy first loaded here: its SHA-256 is {sha}, recorded "
             f"{expected} in {cache / RECORD_FILE}. Re-download it from {ARXIV_URL}; if you "
             f"replaced it on purpose, delete the {ARXIV_ZIP} entry of that record."
         )
-    return found, sha
+    return found, sha, expected is None
 
 
 def _download_zip(searched, cache: pathlib.Path, download: bool) -> pathlib.Path:
@@ -136,7 +139,7 @@ def load_ogbn_arxiv(data_dir=None, download: bool = True, cache_dir=None) -> Dat
       DataError: the zip is missing (and cannot be downloaded), changed since its first load,
         or not laid out as OGB's.
     """
-    path, _ = verified_zip(data_dir, download, cache_dir)
+    path, sha, first = verified_zip(data_dir, download, cache_dir)
     try:
         with zipfile.ZipFile(path) as archive:
             edges = _read_csv(archive, ARXIV_MEMBERS["edges"], np.int64, 2)
@@ -154,7 +157,7 @@ def load_ogbn_arxiv(data_dir=None, download: bool = True, cache_dir=None) -> Dat
     for name, index in zip(("train", "valid", "test", "edge"), [*splits, edges.reshape(-1)]):
         if index.size and (index.min() < 0 or index.max() >= n):
             raise DataError(f"{path}: a {name} node id is outside 0..{n - 1}.")
-    return Dataset(
+    ds = Dataset(
         name="ogbn-arxiv",
         features=sp.csr_matrix(features),
         labels=labels.astype(np.int32),
@@ -164,3 +167,6 @@ def load_ogbn_arxiv(data_dir=None, download: bool = True, cache_dir=None) -> Dat
         test_index=splits[2].astype(np.int32),
         num_classes=int(labels.max()) + 1,
     )
+    if first:  # trust on first use (OGB publishes no checksum), once the zip has parsed
+        _record(pathlib.Path(cache_dir) if cache_dir else default_cache_dir(), ARXIV_ZIP, sha)
+    return ds
