@@ -336,7 +336,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data-dir", required=True, help="the Planetoid folder (Cora is used)")
     p.add_argument("--out", default="results/probes")
-    p.add_argument("--only", default=None, help="run only the probes whose name contains this")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        help="run only the probes whose name contains one of these",
+    )
     args = p.parse_args()
     out = checkpoint.check_writable_dir(args.out)
     rows = []
@@ -346,7 +351,7 @@ def main() -> int:
         env = {**os.environ, "POLICY_GNN_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp / "cache")}
         env.pop("POLICY_GNN_DATA", None)
         for name, command in probes(tmp, args.data_dir):
-            if args.only and args.only not in name:
+            if args.only and not any(part in name for part in args.only):
                 continue
             result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
             outcome, message = classify(result)
