@@ -21,6 +21,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import jraph
 
 from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import gcn
@@ -56,7 +57,8 @@ class DecoupledGCN(nn.Module):
     input_dropout: float = 0.5
 
     @nn.compact
-    def __call__(self, g: graph_lib.Graph, *, train: bool) -> jax.Array:
+    def __call__(self, g: graph_lib.Graph | jraph.GraphsTuple, *, train: bool) -> jax.Array:
+        g = graph_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
         init = nn.initializers.glorot_uniform()
         w_1 = self.param("w_1", init, (g.num_features, self.hidden))
         b_1 = self.param("b_1", nn.initializers.zeros, (self.hidden,))

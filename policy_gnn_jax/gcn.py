@@ -15,6 +15,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import jraph
 import optax
 from jax import custom_batching
 
@@ -135,8 +136,9 @@ class ReadoutGCN(nn.Module):
     sparse_features: bool = True
 
     @nn.compact
-    def __call__(self, g: graph_lib.Graph, *, train: bool) -> jax.Array:
+    def __call__(self, g: graph_lib.Graph | jraph.GraphsTuple, *, train: bool) -> jax.Array:
         """Returns the logits of every depth: [K, N, C]."""
+        g = graph_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
         init = nn.initializers.glorot_uniform()
         w_1 = self.param("w_1", init, (g.num_features, self.hidden))
         # Dropout acts on each layer's input, as in Kipf & Welling: the features (on their
@@ -177,7 +179,8 @@ class SharedGCN(nn.Module):
     sparse_features: bool = True
 
     @nn.compact
-    def __call__(self, g: graph_lib.Graph, *, train: bool) -> jax.Array:
+    def __call__(self, g: graph_lib.Graph | jraph.GraphsTuple, *, train: bool) -> jax.Array:
+        g = graph_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
         init = nn.initializers.glorot_uniform()
         h_size, c_size = self.hidden, self.num_classes
         first = []  # the first layer's weights: W_1 (to the hidden states), W_0 (depth 1)

@@ -96,6 +96,51 @@ def normalised_adjacency(edges: np.ndarray, num_nodes: int):
     )
 
 
+def from_graphs_tuple(gt, num_classes: int) -> Graph:
+    """A `jraph.GraphsTuple` (nodes: [N, F] features; senders, receivers; padded or not) as the
+    `Graph` the GCN layers run on, traceable inside jit. Â is built from the structure as
+    everywhere else, `D^-1/2 (A + I) D^-1/2` over the edges as given (pass both directions of
+    an undirected edge); edge features are ignored. No labels or splits: it is for `apply`.
+    The features take the dense product (`gcn.dropped_feature_matmul`)."""
+    features = jnp.asarray(gt.nodes, jnp.float32)
+    n = features.shape[0]
+    loops = jnp.arange(n, dtype=jnp.int32)
+    senders = jnp.concatenate([jnp.asarray(gt.senders, jnp.int32), loops])
+    receivers = jnp.concatenate([jnp.asarray(gt.receivers, jnp.int32), loops])
+    order = jnp.lexsort((senders, receivers))
+    senders, receivers = senders[order], receivers[order]
+    degree = jnp.zeros(n, jnp.float32).at[receivers].add(1.0)
+    weights = jax.lax.rsqrt(degree[senders] * degree[receivers])
+    empty = jnp.zeros((0,), jnp.int32)
+    return Graph(
+        features=features,
+        feat_rows=empty,
+        feat_cols=empty,
+        feat_vals=jnp.zeros((0,), jnp.float32),
+        feat_ell_idx=jnp.zeros((n, 0), jnp.int32),
+        feat_ell_val=jnp.zeros((n, 0), jnp.float32),
+        senders=senders,
+        receivers=receivers,
+        weights=weights,
+        nbr_indptr=empty,
+        nbr_indices=empty,
+        labels=jnp.full(n, -1, jnp.int32),
+        train_index=empty,
+        val_index=empty,
+        test_index=empty,
+        adj_buckets=None,
+        x_buckets=None,
+        xt_buckets=None,
+        num_classes=num_classes,
+        symmetric=False,  # the edges are the caller's: the backward pass uses Â^T
+    )
+
+
+def as_graph(g, num_classes: int) -> Graph:
+    """`g` itself, or a `jraph.GraphsTuple` turned into a `Graph` (`from_graphs_tuple`)."""
+    return g if isinstance(g, Graph) else from_graphs_tuple(g, num_classes)
+
+
 def choose_kernels(kernels: str = "auto") -> str:
     """ "auto": gather-only products on accelerators (bit-reproducible there with default XLA
     flags), segment sums on CPU (exact there anyway, and faster)."""

@@ -3,6 +3,7 @@ when something is, and reproducible from a seed."""
 
 import jax
 import jax.numpy as jnp
+import jraph
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -183,3 +184,20 @@ def test_auto_engine_picks_by_size(small_dataset, monkeypatch):
 def test_bad_engine_settings_name_the_field(overrides, field):
     with pytest.raises(config_lib.ConfigError, match=field):
         config_lib.Config.tiny(**overrides)
+
+
+@pytest.mark.parametrize("backbone", ["gcn", "gcn-readout", "decoupled"])
+def test_gcn_layers_take_a_jraph_graphs_tuple_padded_or_not(small_dataset, backbone):
+    cfg = config_lib.Config.tiny(backbone=backbone, min_depth=1 if backbone != "decoupled" else 0)
+    g = graph.from_dataset(small_dataset)
+    bb = backbones.for_policy(cfg, g)
+    params = bb.init(jax.random.key(0))
+    want = np.asarray(bb.logits(params, None))  # [D, N, C] on the device graph
+    tuple_graph = small_dataset.to_jraph()
+    got = np.asarray(bb.on_graph(params, None, tuple_graph))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # Padded by jraph: the real nodes' logits are unchanged, whatever the padding holds.
+    n = small_dataset.num_nodes
+    padded = jraph.pad_with_graphs(tuple_graph, n_node=n + 7, n_edge=small_dataset.num_edges + 9)
+    got = np.asarray(jax.jit(bb.on_graph)(params, None, padded))[:, :n]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
