@@ -21,7 +21,7 @@ from policy_gnn_jax import action_buffers, gcn, subgraph
 from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.treeutil import all_finite, tree_select
+from policy_gnn_jax.treeutil import all_finite
 
 
 @struct.dataclass
@@ -197,10 +197,29 @@ def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask, buffer_d
 def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
     """One optimiser step on the full buffers (if any), which are then emptied.
 
+    The step sits in a `lax.cond`, so a step with no full buffer (a third of Cora's steps) skips
+    the backbone's forward and backward (and the subgraph engine's sampling). Under vmap, JAX
+    turns a cond on per-seed values into a select that computes both branches, which is what
+    the loop did before; `--seed-mode map` gets the saving.
+
     Returns:
       (state, trained [] bool, loss [] (0 when nothing trained)).
     """
     full = action_buffers.full(state.buffers, ctx.config.buffer_size)
+    trained = jnp.any(full)
+    params, opt_state, loss = jax.lax.cond(
+        trained,
+        functools.partial(_optimiser_step, ctx, key),
+        lambda s: (s.params, s.opt_state, jnp.zeros((), jnp.float32)),
+        state,
+    )
+    buffers = action_buffers.flush(state.buffers, full)
+    state = state.replace(params=params, opt_state=opt_state, buffers=buffers)
+    return state, trained, loss
+
+
+def _optimiser_step(ctx: EnvContext, key: jax.Array, state: EnvState):
+    """(params, optimiser state, loss) after one step on the full buffers' loss."""
     if ctx.sampler is None:
         loss_fn = functools.partial(buffer_loss, ctx)
         loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers)
@@ -209,12 +228,7 @@ def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
         loss_fn = functools.partial(subgraph_buffer_loss, ctx)
         loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers, sub)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    trained = jnp.any(full)
-    params, opt_state = tree_select(trained, (params, opt_state), (state.params, state.opt_state))
-    buffers = action_buffers.flush(state.buffers, full)
-    state = state.replace(params=params, opt_state=opt_state, buffers=buffers)
-    return state, trained, jnp.where(trained, loss, 0.0)
+    return optax.apply_updates(state.params, updates), opt_state, loss.astype(jnp.float32)
 
 
 def validation_accuracy(

@@ -111,12 +111,33 @@ def from_graphs_tuple(gt, num_classes: int) -> Graph:
     senders, receivers = senders[order], receivers[order]
     degree = jnp.zeros(n, jnp.float32).at[receivers].add(1.0)
     weights = jax.lax.rsqrt(degree[senders] * degree[receivers])
+    return operator_graph(
+        features=features,
+        feature_nonzeros=None,
+        senders=senders,
+        receivers=receivers,
+        weights=weights,
+        labels=jnp.full(n, -1, jnp.int32),
+        num_classes=num_classes,
+        feature_dim=features.shape[1],
+    )
+
+
+def operator_graph(
+    *, features, feature_nonzeros, senders, receivers, weights, labels, num_classes, feature_dim
+) -> Graph:
+    """A `Graph` holding only what a GNN's forward pass reads: features (dense rows, or
+    `feature_nonzeros` = (rows, cols, vals) sorted by row with `features` [n, 0]), Â's edges
+    sorted by receiver, and labels. No splits, neighbour lists or gather buckets; Â is not
+    assumed symmetric, so `gcn.propagate`'s backward pass uses Â^T."""
+    n = features.shape[0]
     empty = jnp.zeros((0,), jnp.int32)
+    rows, cols, vals = feature_nonzeros or (empty, empty, jnp.zeros((0,), jnp.float32))
     return Graph(
         features=features,
-        feat_rows=empty,
-        feat_cols=empty,
-        feat_vals=jnp.zeros((0,), jnp.float32),
+        feat_rows=rows,
+        feat_cols=cols,
+        feat_vals=vals,
         feat_ell_idx=jnp.zeros((n, 0), jnp.int32),
         feat_ell_val=jnp.zeros((n, 0), jnp.float32),
         senders=senders,
@@ -124,7 +145,7 @@ def from_graphs_tuple(gt, num_classes: int) -> Graph:
         weights=weights,
         nbr_indptr=empty,
         nbr_indices=empty,
-        labels=jnp.full(n, -1, jnp.int32),
+        labels=labels,
         train_index=empty,
         val_index=empty,
         test_index=empty,
@@ -132,7 +153,9 @@ def from_graphs_tuple(gt, num_classes: int) -> Graph:
         x_buckets=None,
         xt_buckets=None,
         num_classes=num_classes,
-        symmetric=False,  # the edges are the caller's: the backward pass uses Â^T
+        kernels="scatter",
+        feature_dim=feature_dim,
+        symmetric=False,
     )
 
 

@@ -250,37 +250,22 @@ def view(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
     rows (sparse rows where the graph keeps them, else dense rows), its edges and labels."""
     ids = sub.node_ids
     n = ids.shape[0]
-    empty = jnp.zeros((0,), jnp.int32)
     if g.feat_ell_idx.shape[1] > 0:  # sparse rows: their non-zeros, padded to the widest row
         width = g.feat_ell_idx.shape[1]
         features = jnp.zeros((n, 0), jnp.float32)
         rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), width)
-        cols, vals = g.feat_ell_idx[ids].reshape(-1), g.feat_ell_val[ids].reshape(-1)
+        nonzeros = (rows, g.feat_ell_idx[ids].reshape(-1), g.feat_ell_val[ids].reshape(-1))
     else:  # dense rows: a dense product (gcn.dropped_feature_matmul)
-        features, rows, cols, vals = g.features[ids], empty, empty, jnp.zeros((0,), jnp.float32)
-    return graph_lib.Graph(
+        features, nonzeros = g.features[ids], None
+    return graph_lib.operator_graph(
         features=features,
-        feat_rows=rows,
-        feat_cols=cols,
-        feat_vals=vals,
-        feat_ell_idx=jnp.zeros((n, 0), jnp.int32),
-        feat_ell_val=jnp.zeros((n, 0), jnp.float32),
+        feature_nonzeros=nonzeros,
         senders=sub.senders,
         receivers=sub.receivers,
         weights=sub.weights,
-        nbr_indptr=empty,
-        nbr_indices=empty,
         labels=g.labels[ids],
-        train_index=empty,
-        val_index=empty,
-        test_index=empty,
-        adj_buckets=None,
-        x_buckets=None,
-        xt_buckets=None,
         num_classes=g.num_classes,
-        kernels="scatter",
         feature_dim=g.num_features,
-        symmetric=False,
     )
 
 

@@ -96,3 +96,16 @@ def test_cli_runs_on_the_arxiv_layout(arxiv, tmp_path):
     assert code == 0
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert record["dataset"] == "ogbn-arxiv"
+
+
+def test_download_into_the_cache_then_recorded(tmp_path, monkeypatch):
+    """The download path, fed from a local file:// mirror (tests never touch the network)."""
+    monkeypatch.delenv("POLICY_GNN_OFFLINE")
+    monkeypatch.delenv(data.DATA_ENV, raising=False)
+    make_arxiv_zip(tmp_path / "mirror")
+    monkeypatch.setattr(ogb, "ARXIV_URL", (tmp_path / "mirror" / ogb.ARXIV_ZIP).as_uri())
+    cache = tmp_path / "cache"
+    ds = ogb.load_ogbn_arxiv(cache_dir=cache)
+    assert ds.num_nodes == 40 and (cache / ogb.ARXIV_ZIP).is_file()
+    record = json.loads((cache / ogb.RECORD_FILE).read_text())
+    assert record[ogb.ARXIV_ZIP] == data.sha256_of(cache / ogb.ARXIV_ZIP)

@@ -16,7 +16,8 @@ SCRIPT = pathlib.Path(__file__).with_name("sharded_sweep.py")
 
 @pytest.fixture(scope="module")
 def sweeps():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    env = {**os.environ, "XLA_FLAGS": flags.strip()}
     done = subprocess.run(
         [sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=900
     )

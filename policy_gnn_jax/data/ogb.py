@@ -110,7 +110,7 @@ def _download_zip(searched, cache: pathlib.Path, download: bool) -> pathlib.Path
         )
     dest = cache / ARXIV_ZIP
     try:
-        planetoid.download_unverified(ARXIV_URL, dest)
+        planetoid.fetch_url(ARXIV_URL, dest)  # no checksum to check against yet
     except (OSError, TimeoutError) as err:
         raise MissingDataError(
             f"Missing {ARXIV_ZIP}: not found in {where}, and downloading {ARXIV_URL} failed "

@@ -83,23 +83,9 @@ def _is_offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "").lower() not in ("", "0", "false", "no")
 
 
-def download_unverified(url: str, dest: pathlib.Path) -> None:
-    """Downloads `url` to `dest` atomically (a partial file never takes the name); the caller
-    checks what it got."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-            while block := response.read(1 << 20):
-                out.write(block)
-        os.replace(tmp_name, dest)
-    finally:
-        if os.path.exists(tmp_name):
-            os.remove(tmp_name)
-
-
-def _download(url: str, dest: pathlib.Path, expected_sha: str) -> None:
-    """Downloads `url` to `dest` atomically, keeping it only if its SHA-256 matches."""
+def fetch_url(url: str, dest: pathlib.Path, expected_sha: str | None = None) -> None:
+    """Downloads `url` to `dest` atomically (a partial file never takes the name), keeping it
+    only if its SHA-256 is `expected_sha` when one is given."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".part")
     try:
@@ -107,7 +93,7 @@ def _download(url: str, dest: pathlib.Path, expected_sha: str) -> None:
             while block := response.read(1 << 20):
                 out.write(block)
         got = sha256_of(pathlib.Path(tmp_name))
-        if got != expected_sha:
+        if expected_sha is not None and got != expected_sha:
             raise DataError(
                 f"Downloaded {url} but its SHA-256 is {got}, expected {expected_sha}. The file was "
                 f"not kept. Retry later, or place a verified copy in {dest.parent}."
@@ -165,7 +151,7 @@ def resolve_raw_file(
         )
     url = f"{PLANETOID_URL}/{filename}"
     try:
-        _download(url, cache_dir / filename, expected)
+        fetch_url(url, cache_dir / filename, expected)
     except (urllib.error.URLError, OSError, TimeoutError) as err:
         raise MissingDataError(
             f"Missing raw file {filename}: not found in {searched}, and downloading {url} failed "
