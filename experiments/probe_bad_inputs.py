@@ -212,7 +212,7 @@ def probes(tmp: pathlib.Path, data_dir: str) -> list[tuple[str, list[str]]]:
         ("--csbm-degree -1", [*CLI, *CSBM, "--csbm-degree", "-1", *out]),
         ("ogbn-arxiv: no zip, --no-download", [*CLI, *arxiv, str(empty), *out]),
         ("ogbn-arxiv: arxiv.zip is not a zip", [*CLI, *arxiv, str(not_zip), *out]),
-        ("ogbn-arxiv: zip without the labels", [*CLI, *arxiv, str(partial_zip), *out]),
+        ("ogbn-arxiv: zip holding only the edges", [*CLI, *arxiv, str(partial_zip), *out]),
     ]
     reproduce = [
         (

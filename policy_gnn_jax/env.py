@@ -79,7 +79,7 @@ def make_context(
                 "this backbone runs only on its own graph (no `on_graph`): use --engine full."
             )
         # Buffers hold training nodes only; the validation subgraph holds every validation node.
-        most = max(g.train_index.shape[0], g.val_index.shape[0])
+        most = max(num_train, g.val_index.shape[0])
         if config.subgraph_nodes < most:
             raise config_lib.ConfigError(
                 f"subgraph_nodes {config.subgraph_nodes} cannot hold the {most} training or "
@@ -136,11 +136,16 @@ def reset(ctx: EnvContext, key: jax.Array, state: EnvState) -> EnvState:
     return state.replace(nodes=start_nodes(ctx, key))
 
 
+def buffer_depth_column(cfg: config_lib.Config) -> jax.Array:
+    """[A, 1]: the depth each action buffer trains at (buffer a holds action a)."""
+    return (jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None]
+
+
 def buffer_loss(ctx: EnvContext, params, key: jax.Array, buffers) -> jax.Array:
     """The sum over full buffers of each buffer's mean cross-entropy at its depth."""
     cfg = ctx.config
     mask = action_buffers.entry_mask(buffers)  # [A, cap]
-    buffer_depths = (jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None]  # [A, 1]
+    buffer_depths = buffer_depth_column(cfg)  # [A, 1]
     if ctx.graph.deterministic:
         total = _buffer_sums_by_counts(ctx, params, key, buffers, mask, buffer_depths)
     else:
@@ -158,8 +163,8 @@ def subgraph_buffer_loss(ctx: EnvContext, params, key, buffers, sub: subgraph.Pa
     full = action_buffers.full(buffers, cfg.buffer_size)
     mask = action_buffers.entry_mask(buffers)  # [A, cap]
     logits_all = ctx.backbone.on_graph(params, key, subgraph.view(ctx.graph, sub))
-    rows = jnp.arange(cfg.num_actions) + cfg.min_depth - ctx.backbone.min_depth
-    logits = logits_all[rows[:, None], sub.positions]  # [A, cap, C]
+    rows = buffer_depth_column(cfg) - ctx.backbone.min_depth  # [A, 1]
+    logits = logits_all[rows, sub.positions]  # [A, cap, C]
     ce = gcn.cross_entropy(logits, ctx.graph.labels[buffers.nodes])
     # Entries of buffers that are not full are not in `sub`: masked out, as they add nothing.
     total = jnp.sum(jnp.where(mask & full[:, None], ce, 0.0), 1)
@@ -172,7 +177,7 @@ def buffer_subgraph(ctx: EnvContext, key: jax.Array, buffers) -> subgraph.Padded
     cfg = ctx.config
     full = action_buffers.full(buffers, cfg.buffer_size)
     mask = action_buffers.entry_mask(buffers) & full[:, None]
-    depths = jnp.broadcast_to((jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None], mask.shape)
+    depths = jnp.broadcast_to(buffer_depth_column(cfg), mask.shape)
     return subgraph.sample(ctx.sampler, key, buffers.nodes, depths, mask)
 
 

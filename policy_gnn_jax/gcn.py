@@ -114,7 +114,8 @@ def dropped_feature_matmul(g, w, rate: float, train: bool, sparse: bool = True) 
     """`dropout(X) @ w`, called inside a Flax module: Kipf & Welling's dropout on the features'
     non-zeros only (dropping zeros changes nothing, and N*F random bits cost more than the
     layer); `sparse=False` drops and multiplies the dense features (a reference path)."""
-    # A subgraph view of a graph with dense features carries its rows densely (subgraph.view).
+    # A graph with dense rows and no non-zero list (`graph.operator_graph`: subgraph views of
+    # dense-featured graphs, jraph GraphsTuples) takes the dense product.
     sparse = sparse and not (g.feat_vals.shape[0] == 0 and g.features.shape[1] > 0)
     if sparse:
         vals = nn.Dropout(rate, deterministic=not train)(g.feat_vals)

@@ -77,7 +77,7 @@ def over_seeds(fn, mode: str, sharding: NamedSharding | None):
     batched reduction differently for different batch sizes (a sum over rows of [64, 16] rounds
     differently under vmap batches of 1, 2 and 8 on the CPU), so under "vmap" a seed's bits
     depend on the seeds per device. On a CPU "map" also measured faster per seed (README,
-    "Scale"); "vmap" is the default because it is what accelerators want, and the results
+    "Performance"); "vmap" is the default because it is what accelerators want, and the results
     published so far were made with it.
     """
     if mode not in SEED_MODES:

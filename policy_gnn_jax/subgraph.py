@@ -140,8 +140,8 @@ class Sampler:
         for hop, r in enumerate(range(int(radii.max(initial=0)), 0, -1), start=1):
             # Levels run from the widest radius down, so a node's first level is its highest.
             frontier = nodes[remaining[nodes] == r]
-            slot, send = _neighbour_edges(hg, frontier)  # slot: the receiver's frontier index
-            degree = hg.indptr[frontier + 1] - hg.indptr[frontier]
+            # slot: each edge's receiver as an index into the frontier; degree: per frontier node
+            slot, send, degree = _neighbour_edges(hg, frontier)
             new = self._unique(send[remaining[send] < 0])
             fanout = cfg.fanout(hop)
             if fanout and (len(nodes) + len(new) > self.max_nodes or len(send) > edge_room):
@@ -188,12 +188,12 @@ class Sampler:
 
 def _neighbour_edges(hg: HostGraph, frontier: np.ndarray):
     """Every edge into the frontier, grouped by receiver: (receiver's index in `frontier`,
-    sender)."""
+    sender, each frontier node's degree)."""
     starts = hg.indptr[frontier]
     counts = hg.indptr[frontier + 1] - starts
     slot = np.repeat(np.arange(len(frontier)), counts)
     offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    return slot, hg.indices[starts[slot] + offsets].astype(np.int64)
+    return slot, hg.indices[starts[slot] + offsets].astype(np.int64), counts
 
 
 def _at_most_per_receiver(slot, degree, fanout: int, rng) -> np.ndarray:
