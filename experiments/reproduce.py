@@ -7,8 +7,9 @@ planted-depth benchmark.
   python experiments/reproduce.py fig1 --dataset cora --seeds 100
   python experiments/reproduce.py planted --seeds 5 --episodes 200
 
-Every run is one vmapped seed sweep saved as <out>/<dataset>/<run>/results.json; a run whose
-saved config and seed count match is reused, so an interrupted command resumes. Model selection
+Every run is one seed sweep (vmapped; `--seed-mode map`: one seed after another) saved as
+<out>/<dataset>/<run>/results.json; a run whose saved config, seed count and seed mode match is
+reused, so an interrupted command resumes. Model selection
 is by validation only: the "best fixed depth" row picks the depth with the best mean validation
 accuracy, never by test accuracy.
 """
@@ -25,7 +26,7 @@ import sys
 import numpy as np
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import checkpoint, data, records
+from policy_gnn_jax import checkpoint, data, records, runner
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import headroom as pg_headroom
 from policy_gnn_jax.cli import INPUT_ERRORS
@@ -49,8 +50,9 @@ ROWS = [
 ]
 
 
-def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed=0) -> dict:
-    """Runs one sweep unless a matching results.json is already saved there."""
+def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", seed=0) -> dict:
+    """Runs one sweep unless a matching results.json is already saved there (same config, seeds,
+    method and seed mode; records from before the mode was recorded were all vmapped)."""
     path = out / "results.json"
     if path.exists():
         record = checkpoint.read_json(path)  # a truncated file is named, with what to do
@@ -58,10 +60,11 @@ def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed=0) -> dict:
             record["config"] == json.loads(json.dumps(dataclasses.asdict(cfg)))
             and record["seeds"] == seeds
             and record["method"] == method
+            and record.get("seed_mode", "vmap") == seed_mode
         ):
             print(f"reusing {path}: {records.summary_line(record)}")
             return record
-    record = pg.fit(ds, cfg, method=method, seeds=seeds, seed=seed).record
+    record = pg.fit(ds, cfg, method=method, seeds=seeds, seed=seed, seed_mode=seed_mode).record
     records.save(record, out)
     print(records.summary_line(record))
     return record
@@ -101,11 +104,13 @@ def dataset_runs(name, args, out_root) -> dict:
     for depth in range(lowest, base.max_depth + 1):
         cfg = dataclasses.replace(base, depth=depth)
         runs[f"gcn-d{depth}"] = run_or_load(
-            out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds
+            out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds, args.seed_mode
         )
     for method in ("random", "policy-gnn"):
         cfg = policy_config(args, method, name)
-        runs[method] = run_or_load(out_root / name / method, ds, cfg, method, args.seeds)
+        runs[method] = run_or_load(
+            out_root / name / method, ds, cfg, method, args.seeds, args.seed_mode
+        )
     return runs
 
 
@@ -194,7 +199,8 @@ def table(args) -> None:
     }
     # Where the runs ran (a reused run may come from another machine than this process).
     backends = {
-        f"{r['versions']['jax_backend']} (jax {r['versions']['jax']})"
+        f"{r['versions']['jax_backend']} (jax {r['versions']['jax']}, seeds "
+        f"{r.get('seed_mode', 'vmap')}ped)"
         for runs in results.values()
         for r in runs.values()
     }
@@ -262,7 +268,7 @@ def ablations(args) -> None:
         for key, _, change in ABLATIONS:
             method = "random" if change is None else "policy-gnn"
             cfg = policy_config(args, method, name, **(change or {}))
-            r = run_or_load(out / name / key, ds, cfg, method, args.seeds)
+            r = run_or_load(out / name / key, ds, cfg, method, args.seeds, args.seed_mode)
             backends.add(f"{r['versions']['jax_backend']} (jax {r['versions']['jax']})")
             record.setdefault(key, {})[name] = {
                 "test_accuracy": r["test_accuracy"],
@@ -502,12 +508,17 @@ def planted(args) -> None:
     summary = {}
     for depth in range(1, 6):
         r = run_or_load(
-            out / f"gcn-d{depth}", ds, dataclasses.replace(base, depth=depth), "gcn", args.seeds
+            out / f"gcn-d{depth}",
+            ds,
+            dataclasses.replace(base, depth=depth),
+            "gcn",
+            args.seeds,
+            args.seed_mode,
         )
         summary[f"gcn depth {depth}"] = r["test_accuracy"]
     for method in ("random", "policy-gnn"):
         cfg = dataclasses.replace(base, random_policy=(method == "random"))
-        r = run_or_load(out / method, ds, cfg, method, args.seeds)
+        r = run_or_load(out / method, ds, cfg, method, args.seeds, args.seed_mode)
         agree = data.planted_agreement(ds, np.array(r["test_depths"]))  # [S]
         summary[method] = dict(r["test_accuracy"], planted_agreement=records.mean_std(agree))
     lines = ["| run | test accuracy | picks the planted depth |", "|---|---|---|"]
@@ -559,6 +570,13 @@ def main(argv=None) -> int:
         choices=config_lib.BACKBONES,
         help="gcn: the paper's shared GCN; gcn-readout: the structure of the results published "
         "before 2026-11; decoupled: MLP then propagation",
+    )
+    p.add_argument(
+        "--seed-mode",
+        default="vmap",
+        choices=runner.SEED_MODES,
+        help="vmap: seeds batched (the published runs); map: one after another (faster per seed "
+        "on a CPU; other bits). A saved run is reused only in the mode it was made in",
     )
     p.add_argument("--data-dir", default=None)
     p.add_argument(

@@ -138,7 +138,7 @@ def fit(
         else "full"
     )
     record = records.build(
-        dataset, config, method, seeds, seed, metrics, results, wall, g.kernels, engine
+        dataset, config, method, seeds, seed, metrics, results, wall, g.kernels, engine, seed_mode
     )
     params, policy = trainer.selected(state)
     eval_keys = None

@@ -53,6 +53,7 @@ def build(
     wall,
     kernels: str,
     engine: str = "full",
+    seed_mode: str = "vmap",
 ) -> dict:
     """The results record (README, "Results file") of one finished sweep."""
     record = {
@@ -74,6 +75,9 @@ def build(
         # "full": each MDP step on the whole graph; "subgraph": on padded neighbourhoods
         # (subgraph.py), the only engine whose step cost does not grow with the graph.
         "engine": engine,
+        # "vmap": seeds batched; "map": one after another (bit-identical on any number of seeds
+        # and devices). The two round batched reductions differently, so their bits differ.
+        "seed_mode": seed_mode,
     }
     if method == "gcn":
         record["best_epoch"] = results["best_epoch"].tolist()

@@ -23,6 +23,7 @@ def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
         preset="tiny",
         backbone="gcn",
         audit=True,
+        seed_mode="vmap",
         data_dir=str(folder),
         out=str(out),
     )
@@ -39,6 +40,7 @@ def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
     policy = json.loads((out / "pubmed/policy-gnn/results.json").read_text())
     assert policy["dataset_summary"].startswith("pubmed: 19717 nodes, 500 features, 3 classes")
     assert policy["config"]["audit"] and "audit" in policy
+    assert policy["seed_mode"] == "vmap"
     # The best fixed depth is the validation argmax, and its row is that run's test result.
     fixed = {
         d: json.loads((out / f"pubmed/gcn-d{d}/results.json").read_text())
@@ -53,3 +55,23 @@ def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
     assert "| Policy-GNN | " in text and "| skipped |" in text
     assert "- citeseer skipped: Missing raw file ind.citeseer" in text
     assert "*audit*" in text and "NOT results" in text
+
+
+def test_a_saved_run_is_reused_only_in_the_seed_mode_it_was_made_in(
+    small_dataset, tiny_config, tmp_path, reproduce_module
+):
+    import dataclasses
+
+    cfg = dataclasses.replace(tiny_config, depth=1, epochs=3)
+    first = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap")
+    path = tmp_path / "results.json"
+    # Marked so that a reuse (which returns the saved record as it is) can be told from a rerun.
+    saved = json.loads(path.read_text())
+    saved["wall_time_s"] = -1.0
+    path.write_text(json.dumps(saved))
+    reused = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap")
+    assert reused["wall_time_s"] == -1.0
+    rerun = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "map")
+    assert rerun["seed_mode"] == "map" and rerun["wall_time_s"] >= 0.0
+    assert json.loads(path.read_text())["seed_mode"] == "map"
+    assert first["seed_mode"] == "vmap"
