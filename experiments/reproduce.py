@@ -50,6 +50,21 @@ ROWS = [
 ]
 
 
+def _as_json(cfg: config_lib.Config) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def configs_match(saved: dict, cfg: config_lib.Config) -> bool:
+    """Whether a saved run's config is `cfg`. A field the saved config lacks was added to
+    `Config` after the run; it matches at its default value, because a new field's default keeps
+    the code's earlier behaviour (each such change was checked bit-identical), so adding a field
+    does not invalidate every saved run."""
+    current, defaults = _as_json(cfg), _as_json(config_lib.Config())
+    if not set(saved) <= set(current):
+        return False
+    return all(saved[k] == v if k in saved else v == defaults[k] for k, v in current.items())
+
+
 def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", seed=0) -> dict:
     """Runs one sweep unless a matching results.json is already saved there (same config, seeds,
     method and seed mode; records from before the mode was recorded were all vmapped)."""
@@ -57,7 +72,7 @@ def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", see
     if path.exists():
         record = checkpoint.read_json(path)  # a truncated file is named, with what to do
         if (
-            record["config"] == json.loads(json.dumps(dataclasses.asdict(cfg)))
+            configs_match(record["config"], cfg)
             and record["seeds"] == seeds
             and record["method"] == method
             and record.get("seed_mode", "vmap") == seed_mode

@@ -75,3 +75,22 @@ def test_a_saved_run_is_reused_only_in_the_seed_mode_it_was_made_in(
     assert rerun["seed_mode"] == "map" and rerun["wall_time_s"] >= 0.0
     assert json.loads(path.read_text())["seed_mode"] == "map"
     assert first["seed_mode"] == "vmap"
+
+
+def test_a_field_added_to_config_after_a_run_matches_only_at_its_default(
+    tiny_config, reproduce_module
+):
+    import dataclasses
+
+    saved = json.loads(json.dumps(dataclasses.asdict(tiny_config)))
+    assert reproduce_module.configs_match(saved, tiny_config)
+    del saved["engine"]  # as in a run saved before the subgraph engine existed
+    assert reproduce_module.configs_match(saved, tiny_config)  # engine is at its default
+    assert not reproduce_module.configs_match(
+        saved, dataclasses.replace(tiny_config, engine="subgraph")
+    )
+    saved["no_such_field"] = 1  # a field this code does not know: never a match
+    assert not reproduce_module.configs_match(saved, tiny_config)
+    changed = json.loads(json.dumps(dataclasses.asdict(tiny_config)))
+    changed["hidden"] += 1
+    assert not reproduce_module.configs_match(changed, tiny_config)
