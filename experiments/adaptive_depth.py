@@ -176,11 +176,18 @@ def main(argv=None) -> int:
     p.add_argument("--results-json", default="docs/results/adaptive_depth.json")
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
     p.add_argument("--backbone", default="decoupled", choices=pg.config.BACKBONES)
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="default: 5 for ablate (a screen on validation), 10 for results (the protocol)",
+    )
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="results/adaptive_depth")
     p.add_argument("--ablation-json", default="docs/results/plus_ablation.json")
     args = p.parse_args(argv)
+    if args.seeds is None:
+        args.seeds = 5 if args.what == "ablate" else 10
     try:
         for name in args.datasets:
             data.check_name(name)
