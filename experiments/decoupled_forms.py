@@ -33,11 +33,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from bench import median_s  # a sibling script: experiments/ is on the path when run
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import backbones, baseline, checkpoint, data, gcn, records, runner
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.cli import INPUT_ERRORS
+from policy_gnn_jax.treeutil import tree_select
+
+REPEATS = 20  # timed calls per cost, after one to compile
+# The hyperparameters both forms share, recorded with the results.
+CONFIG_FIELDS = (
+    "hidden", "dropout", "input_dropout", "weight_decay", "epochs", "teleport", "gcn_lr"
+)  # fmt: skip
 
 
 def propagated_features(g: graph_lib.Graph, alpha: float, max_depth: int):
@@ -78,9 +86,16 @@ def mlp_logits(params, x, cfg, key=None):
     return h @ params["w_2"] + params["b_2"]
 
 
+def init_carry(cfg, optimizer, key, num_features: int, num_classes: int):
+    """(params, optimiser state, dropout key, best validation accuracy, best params)."""
+    key, k_init = jax.random.split(key)
+    params = init_mlp(k_init, num_features, cfg.hidden, num_classes)
+    return params, optimizer.init(params), key, jnp.float32(-1.0), params
+
+
 def cached_epoch(cfg, optimizer, x_train, y_train, x_val, y_val, carry, _=None):
     """One full-batch step on the training rows, then the best-validation bookkeeping."""
-    params, opt_state, key, epoch, best_val, best_params = carry
+    params, opt_state, key, best_val, best_params = carry
     key, k_drop = jax.random.split(key)
 
     def loss_fn(p):
@@ -91,21 +106,19 @@ def cached_epoch(cfg, optimizer, x_train, y_train, x_val, y_val, carry, _=None):
     params = optax.apply_updates(params, updates)
     val = gcn.accuracy(mlp_logits(params, x_val, cfg), y_val)
     better = val > best_val  # ties keep the earliest, as the library's baseline
-    best_params = jax.tree.map(lambda n, o: jnp.where(better, n, o), params, best_params)
-    return (params, opt_state, key, epoch + 1, jnp.maximum(val, best_val), best_params), None
+    best_params = tree_select(better, params, best_params)
+    return (params, opt_state, key, jnp.maximum(val, best_val), best_params), None
 
 
 def train_cached(cfg, num_classes: int, x_rows, labels, key):
     """One seed of the cached form at one depth: (val accuracy of the selected epoch, test)."""
     x_train, x_val, x_test = x_rows
     y_train, y_val, y_test = labels
-    key, k_init = jax.random.split(key)
-    params = init_mlp(k_init, x_train.shape[1], cfg.hidden, num_classes)
     optimizer = gcn.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
-    carry = (params, optimizer.init(params), key, 0, jnp.float32(-1.0), params)
+    carry = init_carry(cfg, optimizer, key, x_train.shape[1], num_classes)
     epoch = functools.partial(cached_epoch, cfg, optimizer, x_train, y_train, x_val, y_val)
     carry, _ = jax.lax.scan(epoch, carry, length=cfg.epochs)
-    best_val, best_params = carry[4], carry[5]
+    best_val, best_params = carry[3], carry[4]
     return best_val, gcn.accuracy(mlp_logits(best_params, x_test, cfg), y_test)
 
 
@@ -119,41 +132,24 @@ def cached_sweep(cfg, x, g: graph_lib.Graph, keys):
     return np.asarray(val), np.asarray(test)
 
 
-def median_ms(fn, *args, repeats: int = 20) -> float:
-    jax.block_until_ready(fn(*args))  # compile
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return 1e3 * float(np.median(times))
-
-
 def epoch_costs(cfg, g: graph_lib.Graph, depth: int, x) -> dict:
     """ms of one training epoch of each form at `depth` (1 seed), in this process."""
     fixed = dataclasses.replace(cfg, depth=depth)
     ctx = baseline.BaselineContext(g, backbones.for_fixed_depth(fixed, g), depth)
     state = baseline.init(ctx, jax.random.key(0))
     propagated = jax.jit(functools.partial(baseline.epoch_step, ctx))
-    rows = (g.train_index, g.val_index)
+    train, val = g.train_index, g.val_index
     optimizer = gcn.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
-    params = init_mlp(jax.random.key(0), g.num_features, cfg.hidden, g.num_classes)
-    carry = (params, optimizer.init(params), jax.random.key(1), 0, jnp.float32(-1.0), params)
+    carry = init_carry(cfg, optimizer, jax.random.key(0), g.num_features, g.num_classes)
     cached = jax.jit(
         functools.partial(
-            cached_epoch,
-            cfg,
-            optimizer,
-            x[rows[0]],
-            g.labels[rows[0]],
-            x[rows[1]],
-            g.labels[rows[1]],
+            cached_epoch, cfg, optimizer, x[train], g.labels[train], x[val], g.labels[val]
         )
     )
     return {
         "depth": depth,
-        "propagated_epoch_ms": median_ms(propagated, state),
-        "cached_epoch_ms": median_ms(cached, carry),
+        "propagated_epoch_ms": 1e3 * median_s(propagated, state, repeats=REPEATS),
+        "cached_epoch_ms": 1e3 * median_s(cached, carry, repeats=REPEATS),
     }
 
 
@@ -167,8 +163,9 @@ def all_depth_costs(cfg, g: graph_lib.Graph, xs: list) -> dict:
     stacked = jnp.stack(xs)  # [K + 1, N, F]
     cached = jax.jit(lambda p, x: jax.vmap(lambda xk: mlp_logits(p, xk, cfg))(x))
     return {
-        "propagated_all_depths_ms": median_ms(jax.jit(backbone.logits), params, None),
-        "cached_all_depths_ms": median_ms(cached, mlp, stacked),
+        "propagated_all_depths_ms": 1e3
+        * median_s(jax.jit(backbone.logits), params, None, repeats=REPEATS),
+        "cached_all_depths_ms": 1e3 * median_s(cached, mlp, stacked, repeats=REPEATS),
     }
 
 
@@ -190,25 +187,12 @@ def compare(name: str, args, headroom: dict) -> dict:
             f"{test.std():.4f} ({time.perf_counter() - start:.1f} s)",
             flush=True,
         )
-        if k == cfg.depth:
-            cost = epoch_costs(cfg, g, k, x)
     best_k = max(cached, key=lambda k: cached[k]["val_accuracy"]["mean"])
     fixed = headroom.get("decoupled", {}).get(name, {})
     propagated = {int(k): row for k, row in fixed.get("fixed_depth", {}).items()}
     bytes_cached = 4 * g.num_nodes * g.num_features * (cfg.max_depth + 1)
     result = {
-        "config": {
-            k: getattr(cfg, k)
-            for k in (
-                "hidden",
-                "dropout",
-                "input_dropout",
-                "weight_decay",
-                "epochs",
-                "teleport",
-                "gcn_lr",
-            )
-        },  # fmt: skip
+        "config": {k: getattr(cfg, k) for k in CONFIG_FIELDS},
         "seeds": args.seeds,
         "cached": {str(k): v for k, v in cached.items()},
         "cached_best_depth_by_val": best_k,
@@ -220,7 +204,7 @@ def compare(name: str, args, headroom: dict) -> dict:
             propagated, key=lambda k: propagated[k]["val_accuracy"]["mean"]
         )
     if cfg.depth in cached:
-        result["epoch_cost"] = cost
+        result["epoch_cost"] = epoch_costs(cfg, g, cfg.depth, xs[cfg.depth])
     result["all_depths_cost"] = all_depth_costs(cfg, g, xs)
     return result
 
