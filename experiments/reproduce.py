@@ -54,14 +54,17 @@ def _as_json(cfg: config_lib.Config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
-def configs_match(saved: dict, cfg: config_lib.Config) -> bool:
+def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None) -> bool:
     """Whether a saved run's config is `cfg`. A field the saved config lacks was added to
     `Config` after the run; it matches at its default value, because a new field's default keeps
     the code's earlier behaviour (each such change was checked bit-identical), so adding a field
-    does not invalidate every saved run."""
+    does not invalidate every saved run. For a `method` other than policy-gnn-plus, the `plus_*`
+    fields are not compared: only policy-gnn-plus reads them (plus.py)."""
     current, defaults = _as_json(cfg), _as_json(config_lib.Config())
     if not set(saved) <= set(current):
         return False
+    if method is not None and method != "policy-gnn-plus":
+        current = {k: v for k, v in current.items() if not k.startswith("plus_")}
     return all(saved[k] == v if k in saved else v == defaults[k] for k, v in current.items())
 
 
@@ -72,7 +75,7 @@ def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", see
     if path.exists():
         record = checkpoint.read_json(path)  # a truncated file is named, with what to do
         if (
-            configs_match(record["config"], cfg)
+            configs_match(record["config"], cfg, method)
             and record["seeds"] == seeds
             and record["method"] == method
             and record.get("seed_mode", "vmap") == seed_mode

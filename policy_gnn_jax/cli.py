@@ -228,10 +228,13 @@ def _check_args(args) -> None:
 def main(argv=None) -> int:
     tune_malloc()
     args = build_parser().parse_args(argv)
+    out = None
     try:
         _check_args(args)
         config = config_from_args(args)
-        out = checkpoint.check_writable_dir(args.out or _default_out(args, config))
+        out = pathlib.Path(args.out or _default_out(args, config))
+        made_out = not out.exists()
+        checkpoint.check_writable_dir(out)
         ds = data.load_dataset(
             args.dataset,
             data_dir=args.data_dir,
@@ -253,6 +256,8 @@ def main(argv=None) -> int:
         )
         fitted.save(out)
     except INPUT_ERRORS as err:
+        if out is not None and made_out:
+            _remove_if_empty(out)  # a failed run leaves no empty timestamped folder behind
         print(f"error: {err}", file=sys.stderr)
         return 2
     record = fitted.record
@@ -281,6 +286,13 @@ def _generator_args(args) -> dict:
     if args.dataset.lower() == "planted":
         return {"seed": args.csbm_seed}
     return {}
+
+
+def _remove_if_empty(folder: pathlib.Path) -> None:
+    try:
+        folder.rmdir()  # refuses (OSError) when anything was written there
+    except OSError:
+        pass
 
 
 def _default_out(args, config) -> pathlib.Path:

@@ -158,6 +158,10 @@ def test_a_bad_download_is_not_kept(tmp_path, monkeypatch):
 
 
 def test_cli_empty_folder_offline_fails_clearly(tmp_path):
+    """Also: a run that fails leaves no empty output folder behind (the default folder is
+    made under the working directory, here a scratch one, never the repository)."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
     env = {
         "POLICY_GNN_OFFLINE": "1",
         "PATH": "/usr/bin:/bin",
@@ -178,11 +182,13 @@ def test_cli_empty_folder_offline_fails_clearly(tmp_path):
         capture_output=True,
         text=True,
         env=env,
+        cwd=workdir,
         timeout=120,
     )
     assert proc.returncode == 2
     assert "Missing raw file ind.cora." in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert list(workdir.rglob("*")) in ([], [workdir / "results"])
 
 
 def test_unknown_dataset_is_a_clear_error():
