@@ -192,6 +192,8 @@ def main(argv=None) -> int:
         for name in args.datasets:
             data.check_name(name)
         checkpoint.check_writable_dir(args.out)
+        written = args.ablation_json if args.what == "ablate" else args.results_json
+        checkpoint.check_writable_file(written)
         {"ablate": ablate, "results": results}[args.what](args)
     except INPUT_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)

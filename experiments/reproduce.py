@@ -553,8 +553,8 @@ def planted(args) -> None:
 
 def check_args(args) -> None:
     """Refuses bad input before any run: unknown dataset names (a typo is an error, never a
-    "skipped" dataset), a --data-dir that does not exist, an output folder that cannot be
-    written, out-of-range seeds."""
+    "skipped" dataset), a --data-dir that does not exist, an output folder (or a headroom JSON) that
+    cannot be written, out-of-range seeds."""
     for name in [*args.datasets, args.dataset]:
         data.check_name(name)
     if args.data_dir is not None and not pathlib.Path(args.data_dir).is_dir():
@@ -562,6 +562,8 @@ def check_args(args) -> None:
     if args.seeds < 1:
         raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
     checkpoint.check_writable_dir(args.out)
+    if args.what == "headroom":
+        checkpoint.check_writable_file(args.headroom_json)
 
 
 def main(argv=None) -> int:

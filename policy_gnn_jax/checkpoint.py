@@ -57,6 +57,12 @@ def atomic_write_json(path: str | os.PathLike, obj) -> pathlib.Path:
 def read_json(path: str | os.PathLike):
     """Reads a JSON file the project wrote; a corrupt one is a clear CheckpointError."""
     path = pathlib.Path(path)
+    if not path.is_file():
+        raise CheckpointError(
+            f"{path} does not exist (a relative path is read from the working directory "
+            f"{pathlib.Path.cwd()}): run the command from the repository root, or pass the "
+            f"file's path."
+        )
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -80,6 +86,15 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
         raise CheckpointError(
             f"cannot write to {what} {path} ({err.strerror or err}): choose a writable folder."
         ) from None
+    return path
+
+
+def check_writable_file(path: str | os.PathLike, what: str = "output file") -> pathlib.Path:
+    """Proves `path` can be written (its folder made if needed) before any work is done."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
+    check_writable_dir(path.parent, f"the folder of {what} {path}:")
     return path
 
 

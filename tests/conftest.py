@@ -7,6 +7,7 @@ import os
 import pathlib
 import pickle
 import shutil
+import sys
 
 import jax
 import numpy as np
@@ -102,10 +103,25 @@ def pubmed_stand_in(tmp_path_factory):
     return folder, data.sha256_of(folder / "ind.pubmed.allx")
 
 
+def _experiment(name: str):
+    """experiments/NAME.py as a module (the scripts are not part of the package); the scripts
+    import each other, as they do when run from their folder."""
+    folder = str(ROOT / "experiments")
+    spec = importlib.util.spec_from_file_location(name, f"{folder}/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
+    return module
+
+
 @pytest.fixture(scope="session")
 def reproduce_module():
-    """experiments/reproduce.py as a module (it is a script, not part of the package)."""
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "experiments/reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _experiment("reproduce")
+
+
+@pytest.fixture(scope="session")
+def adaptive_depth_module():
+    return _experiment("adaptive_depth")

@@ -186,6 +186,45 @@ def test_reproduce_missing_data_dir_exits_2(tmp_path, capsys, reproduce_module):
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
 
+def test_a_missing_input_json_is_an_error_naming_it(tmp_path, capsys, adaptive_depth_module):
+    """Before: `adaptive_depth.py results` run outside the repository root ended in a
+    FileNotFoundError traceback for docs/results/plus_ablation.json."""
+    missing = tmp_path / "no_such_ablation.json"
+    argv = ["results", "--ablation-json", str(missing), "--out", str(tmp_path / "out")]
+    code = adaptive_depth_module.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and str(missing) in err
+    assert "does not exist" in err and "repository root" in err
+
+
+@pytest.mark.parametrize(
+    "what, flag", [("results", "--results-json"), ("ablate", "--ablation-json")]
+)
+def test_adaptive_depth_refuses_an_unwritable_json_before_any_run(
+    tmp_path, capsys, adaptive_depth_module, what, flag
+):
+    folder = tmp_path / "a_file"
+    folder.write_text("not a folder")
+    argv = [what, "--datasets", "cora", flag, str(folder / "x.json")]
+    code = adaptive_depth_module.main([*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "x.json" in err
+
+
+def test_reproduce_headroom_refuses_an_unwritable_json_before_any_run(
+    tmp_path, capsys, reproduce_module
+):
+    """Before: the file was written only after every fixed-depth sweep, and an unwritable path
+    ended the whole computation in a traceback."""
+    (tmp_path / "a_file").write_text("not a folder")
+    target = tmp_path / "a_file" / "headroom.json"
+    argv = ["headroom", "--datasets", "cora", "--headroom-json", str(target)]
+    code = reproduce_module.main([*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "headroom.json" in err
+    assert not (tmp_path / "out" / "cora").exists()  # refused before any sweep
+
+
 # --- the loop's parts, alone --------------------------------------------------------------------
 
 
