@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import sys
 import time
 
 import jax
@@ -31,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from policy_gnn_jax import baseline, data, dqn, gcn, graph, qnet, runner, train
+from policy_gnn_jax import baseline, cli, data, dqn, gcn, graph, qnet, runner, train
 from policy_gnn_jax import config as config_lib
 
 
@@ -205,7 +206,7 @@ def bench_kernels(name: str, ds, cfg, hops, args) -> None:
           f"(on GPU: deterministic / fast)")  # fmt: skip
 
 
-def main() -> None:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
     p.add_argument("--data-dir", default=None)
@@ -213,10 +214,16 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--skip-kernels", action="store_true", help="leave out the kernels section")
     p.add_argument("--skip-backbones", action="store_true", help="leave out the backbones section")
-    args = p.parse_args()
+    return cli.exit_status(run, p.parse_args(argv))
+
+
+def run(args) -> None:
+    for name in args.datasets:  # every name before the first (long) benchmark
+        data.check_name(name)
+    cli.require_at_least_one(seeds=args.seeds, repeats=args.repeats)
     for name in args.datasets:
         bench_dataset(name, args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,6 +10,7 @@ or jax.experimental.sparse BCSR. Prints medians and ratios to the library's form
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import jax
@@ -17,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
-from policy_gnn_jax import data, gcn, graph
+from policy_gnn_jax import cli, data, gcn, graph
 
 
 def _plain_propagate(g, h):
@@ -59,13 +60,18 @@ def median_ms(fn, params, repeats: int) -> float:
     return 1000 * float(np.median(times))
 
 
-def main() -> None:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--dataset", default="cora")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--repeats", type=int, default=30)
-    args = p.parse_args()
+    return cli.exit_status(run, p.parse_args(argv))
+
+
+def run(args) -> None:
+    data.check_name(args.dataset)
+    cli.require_at_least_one(hidden=args.hidden, repeats=args.repeats)
     ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
     g = graph.from_dataset(ds)
     n = ds.num_nodes
@@ -102,4 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

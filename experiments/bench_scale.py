@@ -30,7 +30,7 @@ import numpy as np
 
 from policy_gnn_jax import checkpoint, data, graph, runner, train
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.cli import tune_malloc
+from policy_gnn_jax.cli import exit_status, require_at_least_one, tune_malloc
 
 
 def parse_args(argv=None):
@@ -105,7 +105,16 @@ def time_engine(ds, g, engine: str, episodes: int, args) -> dict:
 
 def main(argv=None) -> int:
     tune_malloc()
-    args = parse_args(argv)
+    return exit_status(run, parse_args(argv))
+
+
+def run(args) -> None:
+    require_at_least_one(
+        sizes=min(args.sizes),
+        features=args.features,
+        episodes=args.episodes,
+        full_episodes=args.full_episodes,
+    )
     out = pathlib.Path(args.out)
     checkpoint.check_writable_dir(out.parent)
     rows = []
@@ -158,7 +167,6 @@ def main(argv=None) -> int:
         largest = max(args.sizes)
         r = _row(rows, largest, "subgraph")["step_ms"] / _row(rows, smallest, "subgraph")["step_ms"]
         print(f"subgraph per-step time, largest / smallest graph = {r:.2f}x")
-    return 0
 
 
 def _row(rows, n, engine):

@@ -25,6 +25,24 @@ from policy_gnn_jax import config as config_lib
 INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError)
 
 
+def require_at_least_one(**counts: int) -> None:
+    """Each named command-line count must be >= 1: `--seeds 0` is an error naming `--seeds`."""
+    for name, value in counts.items():
+        if value < 1:
+            raise config_lib.ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
+
+
+def exit_status(command, *args) -> int:
+    """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
+    input is bad (the policy-gnn command's convention)."""
+    try:
+        command(*args)
+    except INPUT_ERRORS as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def tune_malloc() -> None:
     """glibc returns XLA's large scratch buffers to the OS after every call, which doubled the
     time of large programs here (PERFORMANCE-NOTES.md): raise both thresholds before JAX

@@ -125,3 +125,9 @@ def reproduce_module():
 @pytest.fixture(scope="session")
 def adaptive_depth_module():
     return _experiment("adaptive_depth")
+
+
+@pytest.fixture(scope="session")
+def experiment():
+    """Loads any experiments/NAME.py: `experiment("bench")`."""
+    return _experiment

@@ -225,6 +225,28 @@ def test_reproduce_headroom_refuses_an_unwritable_json_before_any_run(
     assert not (tmp_path / "out" / "cora").exists()  # refused before any sweep
 
 
+@pytest.mark.parametrize(
+    "script, argv, message",
+    [
+        ("bench", ["--datasets", "coraa"], "Unknown dataset 'coraa'"),
+        ("bench", ["--datasets", "cora", "--seeds", "0"], "--seeds must be >= 1"),
+        ("bench", ["--datasets", "cora", "--repeats", "0"], "--repeats must be >= 1"),
+        ("bench_gcn", ["--dataset", "coraa"], "Unknown dataset 'coraa'"),
+        ("bench_gcn", ["--hidden", "0"], "--hidden must be >= 1"),
+        ("bench_scale", ["--sizes", "0"], "--sizes must be >= 1"),
+        ("bench_scale", ["--sizes", "100"], "csbm splits need 1580 nodes"),
+        ("bench_scale", ["--sizes", "2000", "--episodes", "0"], "--episodes must be >= 1"),
+    ],
+)
+def test_benchmarks_refuse_bad_input_with_an_error_line(experiment, capsys, script, argv, message):
+    """Before: tracebacks (unknown names, a too-small graph), or a benchmark of zero seeds or a
+    zero-wide layer that printed meaningless ratios and exited 0."""
+    code = experiment(script).main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and message in err
+    assert "Traceback" not in err
+
+
 # --- the loop's parts, alone --------------------------------------------------------------------
 
 
