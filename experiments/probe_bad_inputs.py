@@ -26,7 +26,14 @@ import zipfile
 from policy_gnn_jax import checkpoint
 
 CLI = [sys.executable, "-m", "policy_gnn_jax.cli", "--no-progress"]
-REPRODUCE = [sys.executable, str(pathlib.Path(__file__).resolve().parent / "reproduce.py")]
+HERE = pathlib.Path(__file__).resolve().parent
+REPRODUCE = [sys.executable, str(HERE / "reproduce.py")]
+
+
+def script(name: str) -> list[str]:
+    return [sys.executable, str(HERE / f"{name}.py")]
+
+
 # A tiny generated graph for probes that need a run to start.
 CSBM = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1"]
 QUICK = ["--episodes", "1", "--steps-per-episode", "2", "--buffer-size", "16"]
@@ -256,6 +263,24 @@ def probes(tmp: pathlib.Path, data_dir: str) -> list[tuple[str, list[str]]]:
         ),
         ("reproduce: --seeds 0", [*REPRODUCE, "table", "--seeds", "0", "--out", str(tmp / "rep")]),
         ("reproduce: --out is a file", [*REPRODUCE, "table", "--out", str(a_file)]),
+        (
+            "reproduce: --headroom-json below a file",
+            [*REPRODUCE, "headroom", "--headroom-json", str(a_file / "h.json"), "--out", str(tmp)],
+        ),
+        (
+            "adaptive_depth: missing --ablation-json",
+            [*script("adaptive_depth"), "results", "--ablation-json", str(tmp / "none.json")],
+        ),
+        (
+            "adaptive_depth: --results-json below a file",
+            [*script("adaptive_depth"), "results", "--results-json", str(a_file / "r.json")],
+        ),
+        ("bench: unknown dataset", [*script("bench"), "--datasets", "coraa"]),
+        ("bench: --seeds 0", [*script("bench"), "--seeds", "0"]),
+        ("bench_gcn: --hidden 0", [*script("bench_gcn"), "--hidden", "0"]),
+        ("bench_scale: graph below its splits", [*script("bench_scale"), "--sizes", "100"]),
+        ("decoupled_forms: --seeds 0", [*script("decoupled_forms"), "--seeds", "0"]),
+        ("tune_decoupled: unknown dataset", [*script("tune_decoupled"), "--datasets", "x"]),
     ]
     api = [
         ("API: NaN feature", "x[3, 1] = np.nan; pg.from_arrays(x, e, labels, tr, va, te)"),

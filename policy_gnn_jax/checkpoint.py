@@ -94,7 +94,7 @@ def check_writable_file(path: str | os.PathLike, what: str = "output file") -> p
     path = pathlib.Path(path)
     if path.is_dir():
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
-    check_writable_dir(path.parent, f"the folder of {what} {path}:")
+    check_writable_dir(path.parent, f"the folder for {what} {path.name},")
     return path
 
 
