@@ -34,6 +34,9 @@ class EnvState:
     history_count: jax.Array
     # The subgraph engine's validation neighbourhood (drawn once per seed); None: full engine.
     val_graph: subgraph.Padded | None = None
+    # [K, V, C] the backbone's validation logits at every depth for the current `params`
+    # (evaluation: no dropout); recomputed only when the backbone trains.
+    val_logits: jax.Array | None = None
 
 
 class StepOutput(NamedTuple):
@@ -103,6 +106,8 @@ def init(ctx: EnvContext, key: jax.Array) -> EnvState:
     k_params, k_reset = jax.random.split(key)
     params = ctx.backbone.init(k_params)
     capacity = ctx.config.buffer_size + ctx.num_walkers - 1
+    # Its own key (folded in): the full engine's streams are those of before the engine.
+    val_graph = validation_subgraph(ctx, jax.random.fold_in(key, 1)) if ctx.sampler else None
     return EnvState(
         nodes=start_nodes(ctx, k_reset),
         params=params,
@@ -110,8 +115,8 @@ def init(ctx: EnvContext, key: jax.Array) -> EnvState:
         buffers=action_buffers.init(ctx.config.num_actions, capacity),
         history=jnp.zeros(ctx.config.reward_window, jnp.float32),
         history_count=jnp.zeros((), jnp.int32),
-        # Its own key (folded in): the full engine's streams are those of before the engine.
-        val_graph=validation_subgraph(ctx, jax.random.fold_in(key, 1)) if ctx.sampler else None,
+        val_graph=val_graph,
+        val_logits=validation_logits(ctx, params, val_graph),
     )
 
 
@@ -200,26 +205,30 @@ def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask, buffer_d
 
 
 def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
-    """One optimiser step on the full buffers (if any), which are then emptied.
+    """One optimiser step on the full buffers (if any), which are then emptied, and the
+    validation logits of the new parameters.
 
-    The step sits in a `lax.cond`, so a step with no full buffer (a third of Cora's steps) skips
-    the backbone's forward and backward (and the subgraph engine's sampling). Under vmap, JAX
-    turns a cond on per-seed values into a select that computes both branches, which is what
-    the loop did before; `--seed-mode map` gets the saving.
+    Both sit in a `lax.cond`, so a step with no full buffer (a third of Cora's steps) skips the
+    backbone's forward and backward (and the subgraph engine's sampling) and keeps the
+    validation logits, which depend on nothing but the parameters. Under vmap, JAX turns a cond
+    on per-seed values into a select that computes both branches, which is what the loop did
+    before; `--seed-mode map` gets the saving.
 
     Returns:
       (state, trained [] bool, loss [] (0 when nothing trained)).
     """
     full = action_buffers.full(state.buffers, ctx.config.buffer_size)
     trained = jnp.any(full)
-    params, opt_state, loss = jax.lax.cond(
+    params, opt_state, loss, val_logits = jax.lax.cond(
         trained,
         functools.partial(_optimiser_step, ctx, key),
-        lambda s: (s.params, s.opt_state, jnp.zeros((), jnp.float32)),
+        lambda s: (s.params, s.opt_state, jnp.zeros((), jnp.float32), s.val_logits),
         state,
     )
     buffers = action_buffers.flush(state.buffers, full)
-    state = state.replace(params=params, opt_state=opt_state, buffers=buffers)
+    state = state.replace(
+        params=params, opt_state=opt_state, buffers=buffers, val_logits=val_logits
+    )
     return state, trained, loss
 
 
@@ -233,22 +242,28 @@ def _optimiser_step(ctx: EnvContext, key: jax.Array, state: EnvState):
         loss_fn = functools.partial(subgraph_buffer_loss, ctx)
         loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers, sub)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
-    return optax.apply_updates(state.params, updates), opt_state, loss.astype(jnp.float32)
+    params = optax.apply_updates(state.params, updates)
+    val_logits = validation_logits(ctx, params, state.val_graph)
+    return params, opt_state, loss.astype(jnp.float32), val_logits
 
 
-def validation_accuracy(
-    ctx: EnvContext, params, val_depths: jax.Array, val_graph: subgraph.Padded | None = None
+def validation_logits(
+    ctx: EnvContext, params, val_graph: subgraph.Padded | None = None
 ) -> jax.Array:
-    """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V]; on their
-    neighbourhood `val_graph` under the subgraph engine."""
+    """[K, V, C]: the validation nodes' logits at every depth (evaluation, no dropout); on
+    their neighbourhood `val_graph` under the subgraph engine."""
     g = ctx.graph
     if val_graph is None:
-        logits_all = ctx.backbone.logits(params, None)[:, g.val_index]
-    else:
-        view = subgraph.view(g, val_graph)
-        logits_all = ctx.backbone.on_graph(params, None, view)[:, val_graph.positions]
-    logits = backbone_lib.depth_logits(ctx.backbone, logits_all, val_depths)
-    return gcn.accuracy(logits, g.labels[g.val_index])
+        return ctx.backbone.logits(params, None)[:, g.val_index]
+    view = subgraph.view(g, val_graph)
+    return ctx.backbone.on_graph(params, None, view)[:, val_graph.positions]
+
+
+def validation_accuracy(ctx: EnvContext, val_logits: jax.Array, val_depths: jax.Array):
+    """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V], from
+    `validation_logits` [K, V, C]."""
+    logits = backbone_lib.depth_logits(ctx.backbone, val_logits, val_depths)
+    return gcn.accuracy(logits, ctx.graph.labels[ctx.graph.val_index])
 
 
 def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):
@@ -269,7 +284,7 @@ def step(ctx: EnvContext, key: jax.Array, state: EnvState, actions, val_depths):
     is_train = ctx.is_train[state.nodes]
     buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train)
     state, trained, loss = train_backbone(ctx, k_train, state.replace(buffers=buffers))
-    acc = validation_accuracy(ctx, state.params, val_depths, state.val_graph)
+    acc = validation_accuracy(ctx, state.val_logits, val_depths)
     reward, state = shared_reward(ctx, state, acc)
     next_nodes = move(ctx, k_move, state.nodes, actions + ctx.config.min_depth)
     finite = all_finite(state.params)

@@ -86,3 +86,36 @@ def test_walk_transition_follows_edges(small_dataset, small_graph, key):
     )
     edges = set(zip(small_dataset.edges[0].tolist(), small_dataset.edges[1].tolist()))
     assert all((int(a), int(b)) in edges for a, b in zip(np.asarray(start), end))
+
+
+def test_the_cached_validation_logits_are_those_of_the_current_parameters(
+    small_dataset, small_graph, key
+):
+    """M_t is read from logits cached in the state and refreshed only when the backbone
+    trains: after every step, trained or not, they must equal a fresh forward of the
+    parameters (a cache left stale after training, or refreshed from the old parameters,
+    fails here), and the steps must include both kinds."""
+    import jax
+
+    from policy_gnn_jax import backbone, config
+
+    cfg = config.Config.tiny(buffer_size=64)
+    hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
+    ctx = env.make_context(cfg, small_graph, hops, backbone.gcn_backbone(cfg, small_graph))
+    state = env.init(ctx, key)
+    step = jax.jit(lambda k, s, a, d: env.step(ctx, k, s, a, d))
+    val_depths = jnp.full(small_graph.val_index.shape, cfg.min_depth)
+    trained = []
+    for i in range(12):
+        actions = jax.random.randint(jax.random.fold_in(key, i), state.nodes.shape, 0, 2)
+        before = state.params
+        state, out = step(jax.random.fold_in(key, 100 + i), state, actions, val_depths)
+        fresh = env.validation_logits(ctx, state.params)
+        np.testing.assert_array_equal(np.asarray(state.val_logits), np.asarray(fresh))
+        changed = any(
+            not np.array_equal(a, b)
+            for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(state.params))
+        )
+        assert changed == bool(out.gcn_trained)
+        trained.append(bool(out.gcn_trained))
+    assert any(trained) and not all(trained)
