@@ -175,9 +175,17 @@ class Checkpointer:
         return meta["chunks_done"], meta["units_done"], state, metrics
 
     def _corrupt(self, step, err) -> CheckpointError:
+        detail = str(err)
+        if "Structure mismatch" in detail or "not found in" in detail:
+            # orbax lists every saved key here: thousands of characters that hide the reason.
+            reason = (
+                "its state has other fields: it was written by another version of policy-gnn-jax"
+            )
+        else:
+            reason = f"{type(err).__name__}: {detail[:300]}{'...' if len(detail) > 300 else ''}"
         return CheckpointError(
-            f"the checkpoint {self.directory}/{step} could not be read ({type(err).__name__}: "
-            f"{err}). Delete {self.directory} to start the run from scratch."
+            f"the checkpoint {self.directory}/{step} could not be read ({reason}). Delete "
+            f"{self.directory} to start the run from scratch."
         )
 
     def save(self, chunks_done: int, units_done: int, state, metrics) -> None:

@@ -79,3 +79,19 @@ def test_a_damaged_checkpoint_is_named_with_the_fix(finished, small_dataset, tmp
             path.write_bytes(b"garbage")
     with pytest.raises(pg.CheckpointError, match=r"could not be read.*Delete"):
         pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=damaged)
+
+
+def test_a_checkpoint_of_another_state_layout_is_a_short_clear_error(tmp_path):
+    """A checkpoint written before the state gained a field (session 7: the kept validation
+    logits) cannot be resumed. Before: the error carried orbax's list of every saved key (about
+    9 000 characters for a small run) and did not say why."""
+    saved = {"params": {f"w_{i}": np.zeros((4, 4), np.float32) for i in range(40)}}
+    metrics = {"val_accuracy": np.zeros((1, 2), np.float32)}
+    checkpoint.Checkpointer(tmp_path / "c", "run").save(1, 2, saved, metrics)
+    newer = {**saved, "val_logits": np.zeros((3, 2), np.float32)}
+    like = {"val_accuracy": np.zeros((1, 2), np.float32)}
+    with pytest.raises(pg.CheckpointError) as err:
+        checkpoint.Checkpointer(tmp_path / "c", "run").restore(newer, lambda units: like)
+    message = str(err.value)
+    assert "another version" in message and "Delete" in message
+    assert len(message) < 800, len(message)
