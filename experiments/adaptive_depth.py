@@ -25,7 +25,7 @@ from reproduce import run_or_load, save_figure
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import checkpoint, data
-from policy_gnn_jax.cli import INPUT_ERRORS
+from policy_gnn_jax.cli import exit_status
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -188,17 +188,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.seeds is None:
         args.seeds = 5 if args.what == "ablate" else 10
-    try:
-        for name in args.datasets:
-            data.check_name(name)
-        checkpoint.check_writable_dir(args.out)
-        written = args.ablation_json if args.what == "ablate" else args.results_json
-        checkpoint.check_writable_file(written)
-        {"ablate": ablate, "results": results}[args.what](args)
-    except INPUT_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return exit_status(run, args)
+
+
+def run(args) -> None:
+    """Refuses bad names and unwritable outputs before any sweep, then runs the command."""
+    for name in args.datasets:
+        data.check_name(name)
+    checkpoint.check_writable_dir(args.out)
+    written = args.ablation_json if args.what == "ablate" else args.results_json
+    checkpoint.check_writable_file(written)
+    {"ablate": ablate, "results": results}[args.what](args)
 
 
 if __name__ == "__main__":
