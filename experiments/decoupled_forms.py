@@ -38,7 +38,7 @@ from bench import median_s  # a sibling script: experiments/ is on the path when
 import policy_gnn_jax as pg
 from policy_gnn_jax import backbones, baseline, checkpoint, data, gcn, records, runner
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.cli import INPUT_ERRORS
+from policy_gnn_jax.cli import exit_status
 from policy_gnn_jax.treeutil import tree_select
 
 REPEATS = 20  # timed calls per cost, after one to compile
@@ -220,22 +220,22 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="docs/results/decoupled_forms.json")
     args = p.parse_args(argv)
-    try:
-        if args.seeds < 1:
-            raise pg.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
-        max_depth = pg.Config.decoupled().max_depth
-        if args.depths is not None and not all(0 <= k <= max_depth for k in args.depths):
-            raise pg.ConfigError(f"--depths must lie in 0..{max_depth}, got {args.depths}.")
-        checkpoint.check_writable_dir(pathlib.Path(args.out).parent)
-        headroom_path = pathlib.Path(args.headroom_json)
-        headroom = checkpoint.read_json(headroom_path) if headroom_path.exists() else {}
-        results = {name: compare(name, args, headroom) for name in args.datasets}
-        checkpoint.atomic_write_text(args.out, json.dumps(results, indent=2))
-        print(f"wrote {args.out}")
-    except INPUT_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return exit_status(run, args)
+
+
+def run(args) -> None:
+    """Refuses bad input before any fit, then compares the forms on every dataset."""
+    if args.seeds < 1:
+        raise pg.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
+    max_depth = pg.Config.decoupled().max_depth
+    if args.depths is not None and not all(0 <= k <= max_depth for k in args.depths):
+        raise pg.ConfigError(f"--depths must lie in 0..{max_depth}, got {args.depths}.")
+    checkpoint.check_writable_dir(pathlib.Path(args.out).parent)
+    headroom_path = pathlib.Path(args.headroom_json)
+    headroom = checkpoint.read_json(headroom_path) if headroom_path.exists() else {}
+    results = {name: compare(name, args, headroom) for name in args.datasets}
+    checkpoint.atomic_write_text(args.out, json.dumps(results, indent=2))
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

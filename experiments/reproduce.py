@@ -29,7 +29,7 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import checkpoint, data, records, runner
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import headroom as pg_headroom
-from policy_gnn_jax.cli import INPUT_ERRORS
+from policy_gnn_jax.cli import exit_status
 
 # ALGORITHM.md section 8 (paper Table 3): mean, std (None where the paper gives none).
 PAPER = {
@@ -611,16 +611,15 @@ def main(argv=None) -> int:
     if args.out is None:
         suffix = "" if args.backbone == "gcn" else f"-{args.backbone}"
         args.out = f"results/reproduce{suffix}"
+    return exit_status(run, args)
+
+
+def run(args) -> None:
+    """Refuses bad input before any sweep, then runs the command."""
+    check_args(args)
     commands = {"table": table, "ablations": ablations, "figures": figures, "fig1": fig1}
-    commands["planted"] = planted
-    commands["headroom"] = headroom
-    try:
-        check_args(args)
-        commands[args.what](args)
-    except INPUT_ERRORS as err:  # the same exit status as the policy-gnn command
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    commands |= {"planted": planted, "headroom": headroom}
+    commands[args.what](args)
 
 
 if __name__ == "__main__":

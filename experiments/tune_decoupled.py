@@ -18,7 +18,7 @@ import sys
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import checkpoint, data
-from policy_gnn_jax.cli import INPUT_ERRORS
+from policy_gnn_jax.cli import exit_status
 
 GRID = {
     "dropout": (0.5, 0.8),
@@ -34,33 +34,33 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="docs/results/decoupled_tuning.json")
     args = p.parse_args(argv)
-    try:
-        checkpoint.check_writable_dir(pathlib.Path(args.out).parent)
-        results = {}
-        for name in args.datasets:
-            ds = data.load_dataset(name, data_dir=args.data_dir)
-            rows = []
-            for values in itertools.product(*GRID.values()):
-                overrides = dict(zip(GRID, values))
-                cfg = pg.Config.decoupled(input_dropout=overrides["dropout"], **overrides)
-                record = pg.fit(ds, cfg, method="gcn", seeds=args.seeds, progress=False).record
-                rows.append(
-                    {
-                        **overrides,
-                        "input_dropout": overrides["dropout"],
-                        "val_accuracy": record["val_accuracy"],
-                        "test_accuracy": record["test_accuracy"],
-                    }
-                )
-                print(f"{name} {overrides}: val {record['val_accuracy']['mean']:.4f}", flush=True)
-            best = max(rows, key=lambda r: r["val_accuracy"]["mean"])
-            results[name] = {"grid": rows, "chosen_by_val": {k: best[k] for k in GRID}}
-            print(f"{name}: chosen on validation {results[name]['chosen_by_val']}")
-        checkpoint.atomic_write_text(args.out, json.dumps(results, indent=2))
-    except INPUT_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return exit_status(run, args)
+
+
+def run(args) -> None:
+    """Fits every grid point on every dataset; the choice reads validation accuracy only."""
+    checkpoint.check_writable_dir(pathlib.Path(args.out).parent)
+    results = {}
+    for name in args.datasets:
+        ds = data.load_dataset(name, data_dir=args.data_dir)
+        rows = []
+        for values in itertools.product(*GRID.values()):
+            overrides = dict(zip(GRID, values))
+            cfg = pg.Config.decoupled(input_dropout=overrides["dropout"], **overrides)
+            record = pg.fit(ds, cfg, method="gcn", seeds=args.seeds, progress=False).record
+            rows.append(
+                {
+                    **overrides,
+                    "input_dropout": overrides["dropout"],
+                    "val_accuracy": record["val_accuracy"],
+                    "test_accuracy": record["test_accuracy"],
+                }
+            )
+            print(f"{name} {overrides}: val {record['val_accuracy']['mean']:.4f}", flush=True)
+        best = max(rows, key=lambda r: r["val_accuracy"]["mean"])
+        results[name] = {"grid": rows, "chosen_by_val": {k: best[k] for k in GRID}}
+        print(f"{name}: chosen on validation {results[name]['chosen_by_val']}")
+    checkpoint.atomic_write_text(args.out, json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
