@@ -617,8 +617,14 @@ def main(argv=None) -> int:
 def run(args) -> None:
     """Refuses bad input before any sweep, then runs the command."""
     check_args(args)
-    commands = {"table": table, "ablations": ablations, "figures": figures, "fig1": fig1}
-    commands |= {"planted": planted, "headroom": headroom}
+    commands = {
+        "table": table,
+        "ablations": ablations,
+        "figures": figures,
+        "fig1": fig1,
+        "planted": planted,
+        "headroom": headroom,
+    }
     commands[args.what](args)
 
 
