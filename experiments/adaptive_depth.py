@@ -24,8 +24,9 @@ import sys
 from reproduce import run_or_load, save_figure
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import checkpoint, data
+from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.runtime import checkpoint
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -142,7 +143,7 @@ def depth_figure(name, ds, record, path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from policy_gnn_jax import headroom as pg_headroom
+    from policy_gnn_jax.contrib.adaptive_depth import headroom as pg_headroom
 
     depths = np.asarray(record["test_depths"], np.float64)  # [S, T]
     signals = pg_headroom.node_signals(ds, 16)[ds.test_index]

@@ -32,8 +32,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from policy_gnn_jax import baseline, cli, data, dqn, gcn, graph, qnet, runner, train
+from policy_gnn_jax import cli, data, fixed_depth, graph
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.agents import dqn, qnet
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn
+from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.runtime import runner
 
 
 def median_s(fn, *args, repeats: int) -> float:
@@ -58,12 +63,12 @@ def chunk_time(trainer, keys, repeats: int, mode: str = "vmap") -> float:
 
 
 def epoch_time(cfg, g, seeds: int, repeats: int, depth: int = 2, mode: str = "vmap") -> float:
-    b = baseline.make_baseline(dataclasses.replace(cfg, depth=depth), g, epochs_per_chunk=20)
+    b = fixed_depth.make_baseline(dataclasses.replace(cfg, depth=depth), g, epochs_per_chunk=20)
     return chunk_time(b, runner.seed_keys(0, seeds), repeats, mode) / b.per_call
 
 
 def step_time(cfg, g, hops, agent, seeds: int, repeats: int, mode: str = "vmap") -> float:
-    t = train.make_trainer(cfg, g, hops, agent=agent)
+    t = loop.make_trainer(cfg, g, hops, agent=agent)
     per_call = t.per_call * cfg.steps_per_episode
     return chunk_time(t, runner.seed_keys(0, seeds), repeats, mode) / per_call
 
@@ -78,7 +83,7 @@ def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
     def gcn_grad(p, k):
         def loss(p):
             logits = model.apply(p, g, train=True, rngs={"dropout": k})[0, nodes]
-            return jnp.mean(gcn.cross_entropy(logits, labels))
+            return jnp.mean(backbone_lib.cross_entropy(logits, labels))
 
         return jax.grad(loss)(p)
 
@@ -166,7 +171,7 @@ def bench_backbones(name: str, ds, g, args) -> None:
     steps, epochs = {}, {}
     for label, cfg in configs.items():
         hops = graph.train_hop_distances(ds, cfg.max_depth)
-        steps[label] = step_time(cfg, g, hops, train.make_agent(cfg, g), 1, args.repeats)
+        steps[label] = step_time(cfg, g, hops, loop.make_agent(cfg, g), 1, args.repeats)
         epochs[label] = epoch_time(cfg, g, 1, args.repeats, depth=cfg.depth)
         print(
             f"[{name}] backbone {label} (depths {cfg.min_depth}-{cfg.max_depth}): MDP step "
@@ -180,7 +185,7 @@ def same_bits_twice(cfg, ds, g, hops, seeds: int) -> bool:
     """Two fresh compiled runs of the same seeds: identical metrics and final state?"""
     runs = []
     for _ in range(2):
-        trainer = train.make_trainer(cfg, g, hops)
+        trainer = loop.make_trainer(cfg, g, hops)
         state, metrics, results = runner.run_trainer(
             trainer, runner.seed_keys(0, seeds), progress=False
         )
@@ -193,7 +198,7 @@ def bench_kernels(name: str, ds, cfg, hops, args) -> None:
     times, identical = {}, {}
     for kernels in ("scatter", "gather"):
         g = graph.from_dataset(ds, kernels)
-        agent = train.make_agent(cfg, g)
+        agent = loop.make_agent(cfg, g)
         times[kernels] = step_time(cfg, g, hops, agent, args.seeds, args.repeats)
         short = dataclasses.replace(cfg, num_episodes=6, episodes_per_call=2)
         identical[kernels] = same_bits_twice(short, ds, g, hops, args.seeds)

@@ -18,7 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
-from policy_gnn_jax import cli, data, gcn, graph
+from policy_gnn_jax import cli, data, graph
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.graph import propagation
 
 
 def _plain_propagate(g, h):
@@ -32,11 +34,11 @@ def make_loss(g, adj_bcsr, x_bcsr, first: str, prop: str, depth: int):
             return _plain_propagate(g, h)
         if prop == "bcsr":
             return adj_bcsr @ h
-        return gcn.propagate(g, h)
+        return propagation.propagate(g, h)
 
     def loss(params):
         if first == "sparse":
-            h = gcn.sparse_feature_matmul(g, params[0])
+            h = propagation.sparse_feature_matmul(g, params[0])
         elif first == "bcsr":
             h = x_bcsr @ params[0]
         else:
@@ -45,7 +47,7 @@ def make_loss(g, adj_bcsr, x_bcsr, first: str, prop: str, depth: int):
         for w in params[1:depth]:
             h = jax.nn.relu(propagate(h @ w))
         logits = h @ params[-1]
-        return jnp.mean(gcn.cross_entropy(logits[g.train_index], g.labels[g.train_index]))
+        return jnp.mean(backbone_lib.cross_entropy(logits[g.train_index], g.labels[g.train_index]))
 
     return jax.jit(jax.value_and_grad(loss))
 

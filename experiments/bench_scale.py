@@ -28,9 +28,11 @@ import time
 import jax
 import numpy as np
 
-from policy_gnn_jax import checkpoint, data, graph, runner, train
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import data, graph
 from policy_gnn_jax.cli import exit_status, require_at_least_one, tune_malloc
+from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.runtime import checkpoint, runner
 
 
 def parse_args(argv=None):
@@ -78,7 +80,7 @@ def time_engine(ds, g, engine: str, episodes: int, args) -> dict:
         if v is not None
     }
     config = config_lib.Config.paper(engine=engine, num_episodes=episodes, **budgets)
-    trainer = train.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
+    trainer = loop.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
     keys = jax.random.split(jax.random.key(0), 1)
     seeds = functools.partial(runner.over_seeds, mode=args.seed_mode, sharding=None)
     state = jax.jit(seeds(trainer.init))(keys)

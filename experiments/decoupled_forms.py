@@ -36,9 +36,12 @@ import optax
 from bench import median_s  # a sibling script: experiments/ is on the path when run
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import backbones, baseline, checkpoint, data, gcn, records, runner
+from policy_gnn_jax import backbones, data, fixed_depth
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.graph import propagation
+from policy_gnn_jax.runtime import checkpoint, records, runner
 from policy_gnn_jax.treeutil import tree_select
 
 REPEATS = 20  # timed calls per cost, after one to compile
@@ -53,7 +56,7 @@ def propagated_features(g: graph_lib.Graph, alpha: float, max_depth: int):
     x0 = g.features
     x = x0
     yield 0, x0
-    step = jax.jit(lambda x: (1.0 - alpha) * gcn.propagate(g, x) + alpha * x0)
+    step = jax.jit(lambda x: (1.0 - alpha) * propagation.propagate(g, x) + alpha * x0)
     for k in range(1, max_depth + 1):
         x = step(x)
         yield k, x
@@ -99,12 +102,12 @@ def cached_epoch(cfg, optimizer, x_train, y_train, x_val, y_val, carry, _=None):
     key, k_drop = jax.random.split(key)
 
     def loss_fn(p):
-        return jnp.mean(gcn.cross_entropy(mlp_logits(p, x_train, cfg, k_drop), y_train))
+        return jnp.mean(backbone_lib.cross_entropy(mlp_logits(p, x_train, cfg, k_drop), y_train))
 
     grads = jax.grad(loss_fn)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    val = gcn.accuracy(mlp_logits(params, x_val, cfg), y_val)
+    val = backbone_lib.accuracy(mlp_logits(params, x_val, cfg), y_val)
     better = val > best_val  # ties keep the earliest, as the library's baseline
     best_params = tree_select(better, params, best_params)
     return (params, opt_state, key, jnp.maximum(val, best_val), best_params), None
@@ -114,12 +117,12 @@ def train_cached(cfg, num_classes: int, x_rows, labels, key):
     """One seed of the cached form at one depth: (val accuracy of the selected epoch, test)."""
     x_train, x_val, x_test = x_rows
     y_train, y_val, y_test = labels
-    optimizer = gcn.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
+    optimizer = backbone_lib.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
     carry = init_carry(cfg, optimizer, key, x_train.shape[1], num_classes)
     epoch = functools.partial(cached_epoch, cfg, optimizer, x_train, y_train, x_val, y_val)
     carry, _ = jax.lax.scan(epoch, carry, length=cfg.epochs)
     best_val, best_params = carry[3], carry[4]
-    return best_val, gcn.accuracy(mlp_logits(best_params, x_test, cfg), y_test)
+    return best_val, backbone_lib.accuracy(mlp_logits(best_params, x_test, cfg), y_test)
 
 
 def cached_sweep(cfg, x, g: graph_lib.Graph, keys):
@@ -135,11 +138,11 @@ def cached_sweep(cfg, x, g: graph_lib.Graph, keys):
 def epoch_costs(cfg, g: graph_lib.Graph, depth: int, x) -> dict:
     """ms of one training epoch of each form at `depth` (1 seed), in this process."""
     fixed = dataclasses.replace(cfg, depth=depth)
-    ctx = baseline.BaselineContext(g, backbones.for_fixed_depth(fixed, g), depth)
-    state = baseline.init(ctx, jax.random.key(0))
-    propagated = jax.jit(functools.partial(baseline.epoch_step, ctx))
+    ctx = fixed_depth.BaselineContext(g, backbones.for_fixed_depth(fixed, g), depth)
+    state = fixed_depth.init(ctx, jax.random.key(0))
+    propagated = jax.jit(functools.partial(fixed_depth.epoch_step, ctx))
     train, val = g.train_index, g.val_index
-    optimizer = gcn.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
+    optimizer = backbone_lib.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
     carry = init_carry(cfg, optimizer, jax.random.key(0), g.num_features, g.num_classes)
     cached = jax.jit(
         functools.partial(

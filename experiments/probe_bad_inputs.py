@@ -23,7 +23,7 @@ import sys
 import tempfile
 import zipfile
 
-from policy_gnn_jax import checkpoint
+from policy_gnn_jax.runtime import checkpoint
 
 CLI = [sys.executable, "-m", "policy_gnn_jax.cli", "--no-progress"]
 HERE = pathlib.Path(__file__).resolve().parent

@@ -26,10 +26,11 @@ import sys
 import numpy as np
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import checkpoint, data, records, runner
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import headroom as pg_headroom
+from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.contrib.adaptive_depth import headroom as pg_headroom
+from policy_gnn_jax.runtime import checkpoint, records, runner
 
 # ALGORITHM.md section 8 (paper Table 3): mean, std (None where the paper gives none).
 PAPER = {
@@ -478,14 +479,15 @@ def fig1(args) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from policy_gnn_jax import baseline, graph, runner
+    from policy_gnn_jax import fixed_depth, graph
+    from policy_gnn_jax.runtime import runner
 
     ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
     g = graph.from_dataset(ds)
     picked = np.sort(np.random.default_rng(0).choice(len(ds.test_index), 20, replace=False))
     grid = []
     for depth in range(1, 6):
-        b = baseline.make_baseline(base_config(args, depth=depth), g)
+        b = fixed_depth.make_baseline(base_config(args, depth=depth), g)
         _, _, res = runner.run_trainer(
             b, runner.seed_keys(0, args.seeds), desc=f"fig1 depth {depth}"
         )

@@ -17,8 +17,9 @@ import pathlib
 import sys
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import checkpoint, data
+from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.runtime import checkpoint
 
 GRID = {
     "dropout": (0.5, 0.8),

@@ -28,51 +28,50 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import (
-    backbones,
-    baseline,
-    checkpoint,
-    data,
-    graph,
-    plus,
-    records,
-    runner,
-    subgraph,
-    train,
-)
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import data, graph, methods
+from policy_gnn_jax.agents.base import Agent
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones.base import Backbone
+from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.runtime import checkpoint, records, runner
 
-METHODS = records.METHODS
+METHODS = methods.names()
 _FORMAT = 1
 
 
-def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise config_lib.ConfigError(f"unknown method {method!r}: choose one of {METHODS}.")
-
-
-def run_fingerprint(ds: data.Dataset, config, method: str, seeds: int, seed: int) -> str:
-    """Identifies a run for its checkpoints: same data, config, method and seeds."""
-    blob = json.dumps(
-        [ds.fingerprint(), dataclasses.asdict(config), method, seeds, seed], sort_keys=True
-    )
+def run_fingerprint(
+    ds: data.Dataset, config, method: str, seeds: int, seed: int, custom: tuple[str, ...] = ()
+) -> str:
+    """Identifies a run for its checkpoints: same data, config, method and seeds (and which
+    parts were the caller's own: a custom backbone or agent cannot be told apart by content)."""
+    parts = [ds.fingerprint(), dataclasses.asdict(config), method, seeds, seed]
+    blob = json.dumps(parts + [list(custom)] if custom else parts, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _make_trainer(method: str, config, ds: data.Dataset, g: graph.Graph):
-    if method == "gcn":
-        return baseline.make_baseline(config, g)
-    if method == "policy-gnn-plus":
-        return plus.make_trainer(config, ds, g)
-    return train.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
+def _check_custom(method: methods.Method, backbone, agent) -> None:
+    if backbone is not None and not isinstance(backbone, Backbone):
+        raise config_lib.ConfigError(
+            f"backbone must be a policy_gnn_jax.Backbone, got {type(backbone).__name__}."
+        )
+    if agent is not None and not isinstance(agent, Agent):
+        raise config_lib.ConfigError(
+            f"agent must be a policy_gnn_jax.Agent, got {type(agent).__name__}."
+        )
+    if backbone is not None and not method.takes_backbone:
+        raise config_lib.ConfigError(f"method {method.name!r} takes no custom backbone.")
+    if agent is not None and not method.takes_agent:
+        raise config_lib.ConfigError(
+            f"method {method.name!r} takes no agent (the MDP methods policy-gnn and random do)."
+        )
 
 
 def fit(
     dataset: data.Dataset,
     config: config_lib.Config | None = None,
     *,
-    method: str = "policy-gnn",
+    method: str | methods.Method = "policy-gnn",
     seeds: int = 10,
     seed: int = 0,
     progress: bool = True,
@@ -80,13 +79,16 @@ def fit(
     checkpoint_every: int = 5,
     devices: int | None = None,
     seed_mode: str = "vmap",
+    backbone: Backbone | None = None,
+    agent: Agent | None = None,
 ) -> Fit:
     """Trains `method` on `dataset` for `seeds` seeds derived from `seed`, as one jit(vmap).
 
     Args:
       dataset: a `Dataset` (`from_arrays`, `from_jraph`, `data.load_dataset`).
       config: the run configuration (default: the paper's, `Config.paper()`).
-      method: "policy-gnn", "random" (the random policy) or "gcn" (fixed depth `config.depth`).
+      method: a name from `methods.names()` ("policy-gnn", "random", "gcn" = fixed depth
+        `config.depth`, "policy-gnn-plus") or a registered `methods.Method`.
       seeds: how many seeds; seed: the base seed (0..2**32-1).
       progress: show a progress bar.
       checkpoint_dir: save the whole state there every `checkpoint_every` chunks; a run started
@@ -95,6 +97,8 @@ def fit(
         `runner.seed_sharding`).
       seed_mode: "vmap" (default: the seeds batched) or "map" (one after another: a seed's
         result is then bit-identical on any number of seeds and devices; `runner.over_seeds`).
+      backbone: your own `Backbone` instead of the one `config.backbone` names.
+      agent: your own `Agent` instead of the DQN (the MDP methods only).
 
     Returns:
       The `Fit`.
@@ -104,25 +108,25 @@ def fit(
       input; DivergenceError (FloatingPointError): training produced NaN/inf.
     """
     config = config or config_lib.Config.paper()
-    _check_method(method)
-    if method in ("policy-gnn", "random"):
-        config = dataclasses.replace(config, random_policy=(method == "random"))
+    entry = methods.get(method)
+    _check_custom(entry, backbone, agent)
+    config = entry.prepare(config)
     keys = runner.seed_keys(seed, seeds)
     g = graph.from_dataset(dataset)  # validates the dataset again: nothing unchecked reaches jit
-    trainer = _make_trainer(method, config, dataset, g)
+    trainer = entry.make_trainer(config, dataset, g, backbone, agent)
     ckpt = None
     if checkpoint_dir is not None:
-        fingerprint = run_fingerprint(dataset, config, method, seeds, seed)
+        custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
+        fingerprint = run_fingerprint(dataset, config, entry.name, seeds, seed, custom)
         ckpt = checkpoint.Checkpointer(checkpoint_dir, fingerprint)
-    desc = f"gcn depth {config.depth}" if method == "gcn" else method
     start = time.perf_counter()
     try:
         state, metrics, results = runner.run_trainer(
             trainer,
             keys,
-            desc=f"{desc} on {dataset.name}",
+            desc=f"{entry.describe(config)} on {dataset.name}",
             progress=progress,
-            hints=runner.learning_rate_hints(config, method),
+            hints=entry.hints(config),
             checkpoint=ckpt,
             checkpoint_every=checkpoint_every,
             devices=devices,
@@ -132,22 +136,30 @@ def fit(
         if ckpt is not None:
             ckpt.close()
     wall = time.perf_counter() - start
-    engine = (
-        "subgraph"
-        if method in ("policy-gnn", "random") and subgraph.use_subgraphs(config, g)
-        else "full"
-    )
     record = records.build(
-        dataset, config, method, seeds, seed, metrics, results, wall, g.kernels, engine, seed_mode
+        dataset,
+        config,
+        entry.name,
+        seeds,
+        seed,
+        metrics,
+        results,
+        wall,
+        g.kernels,
+        entry.engine(config, g),
+        seed_mode,
+        method_fields=entry.record_fields(config, metrics, results),
     )
     params, policy = trainer.selected(state)
     eval_keys = None
-    if method in ("policy-gnn", "random"):
+    if entry.uses_eval_keys:
         # The key each seed's evaluation drew its depths with (used by the random policy).
-        eval_keys = jax.random.key_data(jax.vmap(train.evaluation_key)(state.key))
-    return Fit(
-        record, config, method, dataset, _to_host(params), _to_host(policy), _to_host(eval_keys)
+        eval_keys = jax.random.key_data(jax.vmap(loop.evaluation_key)(state.key))
+    fitted = Fit(
+        record, config, entry.name, dataset, _to_host(params), _to_host(policy), _to_host(eval_keys)
     )
+    fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
+    return fitted
 
 
 def _to_host(tree):
@@ -176,26 +188,23 @@ class Fit:
             self._cache["graph"] = graph.from_dataset(self.dataset)
         return self._cache["graph"]
 
-    def _depths_fn(self):
-        """jit(vmap over seeds) of the agent's depths, built once per Fit."""
-        if "depths" not in self._cache:
-            agent = train.make_agent(self.config, self._graph())
-            self._cache["depths"] = jax.jit(jax.vmap(agent.depths, in_axes=(0, 0, None)))
-        return self._cache["depths"]
+    def _method(self) -> methods.Method:
+        return methods.get(self.method)
 
-    def _plus_depths_fn(self):
-        """jit(vmap over seeds) of Policy-GNN+'s depths (the bandit reads the backbone)."""
-        if "plus_depths" not in self._cache:
-            ctx = plus.make_context(self.config, self.dataset, self._graph())
-            depths = functools.partial(plus.depths_of, ctx)
-            self._cache["plus_depths"] = jax.jit(jax.vmap(depths, in_axes=(0, 0, None)))
-        return self._cache["plus_depths"]
+    def _depths_fn(self):
+        """jit(vmap over seeds) of the method's depths, built once per Fit."""
+        if "depths" not in self._cache:
+            agent = self._cache.get("custom_agent")
+            depth_fn = self._method().depth_fn(self.config, self.dataset, self._graph(), agent)
+            self._cache["depths"] = jax.jit(jax.vmap(depth_fn, in_axes=(0, 0, 0, None)))
+        return self._cache["depths"]
 
     def _logits_fn(self):
         """jit(vmap over seeds) of the backbone's logits at given depths, built once per Fit."""
         if "logits" not in self._cache:
-            make = backbones.for_fixed_depth if self.method == "gcn" else backbones.for_policy
-            backbone = make(self.config, self._graph())
+            backbone = self._cache.get("custom_backbone") or self._method().backbone(
+                self.config, self._graph()
+            )
             predict = functools.partial(backbone_lib.predict_logits, backbone)
             self._cache["logits"] = jax.jit(jax.vmap(predict, in_axes=(0, None, 0)))
         return self._cache["logits"]
@@ -212,14 +221,13 @@ class Fit:
         return jnp.asarray(array, jnp.int32)
 
     def predict_depths(self, nodes) -> np.ndarray:
-        """[S, M] the depth each seed's selected policy gives each node (fixed for "gcn")."""
+        """[S, M] the depth each seed's selected snapshot gives each node."""
         nodes = self._nodes(nodes)
-        if self.method == "gcn":
-            return np.full((self.num_seeds, nodes.shape[0]), self.config.depth, np.int32)
-        if self.method == "policy-gnn-plus":
-            return np.asarray(self._plus_depths_fn()(self.params, self.policy, nodes))
-        keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
-        return np.asarray(self._depths_fn()(keys, self.policy, nodes))
+        keys = None
+        if self.eval_keys is not None:
+            keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
+        params = self.params
+        return np.asarray(self._depths_fn()(params, self.policy, keys, nodes))
 
     def predict_logits(self, nodes) -> np.ndarray:
         """[S, M, C] each seed's logits for each node at its predicted depth."""
@@ -245,6 +253,9 @@ class Fit:
             "dataset_fingerprint": self.dataset.fingerprint(),
             "num_leaves": len(leaves),
         }
+        custom = [part for part in ("backbone", "agent") if self._cache.get(f"custom_{part}")]
+        if custom:  # `load` needs them back: they are code, not saved
+            meta["custom"] = custom
         checkpoint.atomic_write_json(out / "fit.json", meta)
         return out
 
@@ -298,8 +309,13 @@ def config_from_dict(values: dict) -> config_lib.Config:
     return config_lib.Config(**values)
 
 
-def load(directory: str | pathlib.Path) -> Fit:
-    """Reads a `Fit` written by `Fit.save` (or by `policy-gnn --out DIR`)."""
+def load(
+    directory: str | pathlib.Path, *, backbone: Backbone | None = None, agent: Agent | None = None
+) -> Fit:
+    """Reads a `Fit` written by `Fit.save` (or by `policy-gnn --out DIR`).
+
+    A fit trained with your own `backbone` or `agent` needs the same one passed again here.
+    """
     out = pathlib.Path(directory)
     if not (out / "fit.json").is_file():
         raise checkpoint.CheckpointError(
@@ -313,6 +329,12 @@ def load(directory: str | pathlib.Path) -> Fit:
             f"{out}/fit.json has an unknown format {meta.get('format')}."
         )
     config = config_from_dict(meta["config"])
+    given = {"backbone": backbone, "agent": agent}
+    for part in meta.get("custom", ()):
+        if given.get(part) is None:
+            raise checkpoint.CheckpointError(
+                f"{out} was trained with your own {part}: pass it again, load(..., {part}=...)."
+            )
     try:
         ds = _load_dataset(out / "dataset.npz")
         with np.load(out / "snapshots.npz") as z:
@@ -323,7 +345,7 @@ def load(directory: str | pathlib.Path) -> Fit:
         ) from None
     if ds.fingerprint() != meta["dataset_fingerprint"]:
         raise checkpoint.CheckpointError(f"{out}/dataset.npz does not match fit.json: save again.")
-    like = _snapshot_structure(meta["method"], config, ds, int(record["seeds"]))
+    like = _snapshot_structure(meta["method"], config, ds, int(record["seeds"]), backbone, agent)
     treedef = jax.tree.structure(like)
     shapes = [x.shape for x in jax.tree.leaves(like)]
     if [leaf.shape for leaf in leaves] != shapes:
@@ -331,16 +353,18 @@ def load(directory: str | pathlib.Path) -> Fit:
             f"{out}/snapshots.npz does not match its config: save again."
         )
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
-    return Fit(record, config, meta["method"], ds, params, policy, eval_keys)
+    fitted = Fit(record, config, meta["method"], ds, params, policy, eval_keys)
+    fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
+    return fitted
 
 
-def _snapshot_structure(method: str, config, ds: data.Dataset, seeds: int):
+def _snapshot_structure(method: str, config, ds: data.Dataset, seeds: int, backbone, agent):
     """Shapes of (params, policy, eval_keys) with a leading seed axis, without training."""
+    entry = methods.get(method)
     g = graph.from_dataset(ds)
-    trainer = _make_trainer(method, config, ds, g)
+    trainer = entry.make_trainer(config, ds, g, backbone, agent)
     keys = jax.random.split(jax.random.key(0), seeds)
     state = jax.eval_shape(jax.vmap(trainer.init), keys)
     params, policy = trainer.selected(state)
-    policy_method = method in ("policy-gnn", "random")
-    eval_keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32) if policy_method else None
+    eval_keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32) if entry.uses_eval_keys else None
     return params, policy, eval_keys

@@ -18,8 +18,9 @@ import functools
 import pathlib
 import sys
 
-from policy_gnn_jax import api, checkpoint, data, records, runner
+from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.runtime import checkpoint, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
 INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError)
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="policy-gnn", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     p.add_argument("--dataset", default="cora", help=f"one of {data.DATASET_NAMES}")
-    p.add_argument("--method", default="policy-gnn", choices=api.METHODS)
+    p.add_argument("--method", default="policy-gnn", choices=methods.choices())
     p.add_argument("--seeds", type=int, default=10, help="number of seeds, run as one vmap")
     p.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
     p.add_argument(
@@ -288,7 +289,7 @@ def main(argv=None) -> int:
             f"{a['macro_accuracy_best_of_run']['std']:.4f}; macro accuracy of the selected "
             f"snapshot {a['macro_accuracy_of_selected_snapshot']['mean']:.4f}\n{a['explanation']}"
         )
-    print(records.summary_line(record))
+    print(methods.summary_line(record))
     return 0
 
 
@@ -315,7 +316,7 @@ def _remove_if_empty(folder: pathlib.Path) -> None:
 
 def _default_out(args, config) -> pathlib.Path:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    tag = f"{args.method}-d{config.depth}" if args.method == "gcn" else args.method
+    tag = methods.get(args.method).describe(config).replace(" depth ", "-d")
     if args.backbone != "gcn":
         tag = f"{args.backbone}-{tag}"
     return pathlib.Path("results") / f"{args.dataset.lower()}-{tag}-{stamp}"

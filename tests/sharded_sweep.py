@@ -7,7 +7,8 @@ import json
 import jax
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import data, runner
+from policy_gnn_jax import data
+from policy_gnn_jax.runtime import runner
 
 VARIANTS = [
     ("policy-gnn", "full", "map"),

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import backbones, env
+from policy_gnn_jax import backbones
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.mdp import env
 
 
 def test_default_backbone_is_the_paper_structure(small_graph):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import checkpoint
+from policy_gnn_jax.runtime import checkpoint
 
 COMMAND = [
     sys.executable, "-m", "policy_gnn_jax.cli",

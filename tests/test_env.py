@@ -5,7 +5,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from policy_gnn_jax import data, env, graph
+from policy_gnn_jax import data, graph
+from policy_gnn_jax.mdp import env
 
 
 def _hops_all(ds):
@@ -97,11 +98,12 @@ def test_the_cached_validation_logits_are_those_of_the_current_parameters(
     fails here), and the steps must include both kinds."""
     import jax
 
-    from policy_gnn_jax import backbone, config
+    from policy_gnn_jax import config
+    from policy_gnn_jax.backbones import gcn
 
     cfg = config.Config.tiny(buffer_size=64)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    ctx = env.make_context(cfg, small_graph, hops, backbone.gcn_backbone(cfg, small_graph))
+    ctx = env.make_context(cfg, small_graph, hops, gcn.gcn_backbone(cfg, small_graph))
     state = env.init(ctx, key)
     step = jax.jit(lambda k, s, a, d: env.step(ctx, k, s, a, d))
     val_depths = jnp.full(small_graph.val_index.shape, cfg.min_depth)

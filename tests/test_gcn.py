@@ -6,7 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from policy_gnn_jax import gcn, graph
+from policy_gnn_jax import graph
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn, readout
+from policy_gnn_jax.graph import propagation
 
 
 def dense_adjacency(ds) -> np.ndarray:
@@ -21,7 +24,7 @@ def dense_adjacency(ds) -> np.ndarray:
 def test_propagate_matches_dense(small_dataset, small_graph, key):
     h = jax.random.normal(key, (small_dataset.num_nodes, 5))
     want = dense_adjacency(small_dataset) @ np.asarray(h, np.float64)
-    np.testing.assert_allclose(gcn.propagate(small_graph, h), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(propagation.propagate(small_graph, h), want, rtol=1e-4, atol=1e-5)
 
 
 def test_symmetric_vjp_matches_autodiff(small_graph, key):
@@ -33,7 +36,7 @@ def test_symmetric_vjp_matches_autodiff(small_graph, key):
         msg = h[small_graph.senders] * small_graph.weights[:, None]
         return jax.ops.segment_sum(msg, small_graph.receivers, small_graph.num_nodes)
 
-    g_custom = jax.grad(lambda h: jnp.sum(jnp.tanh(gcn.propagate(small_graph, h)) * w))(h)
+    g_custom = jax.grad(lambda h: jnp.sum(jnp.tanh(propagation.propagate(small_graph, h)) * w))(h)
     g_plain = jax.grad(lambda h: jnp.sum(jnp.tanh(plain(h)) * w))(h)
     chex.assert_trees_all_close(g_custom, g_plain, rtol=1e-5, atol=1e-6)
 
@@ -50,7 +53,7 @@ def numpy_readout_gcn(params, x, a_hat, max_depth):
 
 @pytest.mark.parametrize("sparse", [True, False])
 def test_readout_gcn_matches_numpy_all_depths(small_dataset, small_graph, key, sparse):
-    model = gcn.ReadoutGCN(hidden=8, num_classes=3, max_depth=4, sparse_features=sparse)
+    model = readout.ReadoutGCN(hidden=8, num_classes=3, max_depth=4, sparse_features=sparse)
     params = model.init(key, small_graph, train=False)
     got = model.apply(params, small_graph, train=False)
     chex.assert_shape(got, (4, small_dataset.num_nodes, 3))
@@ -65,7 +68,7 @@ def test_readout_gcn_matches_numpy_all_depths(small_dataset, small_graph, key, s
 
 def test_gradients_match_numpy_finite_differences(small_dataset, small_graph, key):
     """d loss / d w_out and w_1 against central differences of the float64 numpy reference."""
-    model = gcn.ReadoutGCN(hidden=4, num_classes=3, max_depth=2)
+    model = readout.ReadoutGCN(hidden=4, num_classes=3, max_depth=2)
     params = model.init(key, small_graph, train=False)
     x = small_dataset.features.toarray().astype(np.float64)
     a_hat = dense_adjacency(small_dataset)
@@ -78,7 +81,7 @@ def test_gradients_match_numpy_finite_differences(small_dataset, small_graph, ke
 
     def jax_loss(p):
         z = model.apply(p, small_graph, train=False)[1]
-        return jnp.mean(gcn.cross_entropy(z, small_graph.labels))
+        return jnp.mean(backbone_lib.cross_entropy(z, small_graph.labels))
 
     grads = jax.grad(jax_loss)(params)["params"]
     p64 = jax.tree.map(lambda v: np.asarray(v, np.float64), params)
@@ -94,7 +97,7 @@ def test_gradients_match_numpy_finite_differences(small_dataset, small_graph, ke
 
 def test_readout_parameter_count_is_shared(small_graph, key):
     f, h, c, k = small_graph.num_features, 8, 3, 5
-    model = gcn.ReadoutGCN(hidden=h, num_classes=c, max_depth=k)
+    model = readout.ReadoutGCN(hidden=h, num_classes=c, max_depth=k)
     params = model.init(key, small_graph, train=False)
     assert sum(v.size for v in jax.tree.leaves(params)) == f * h + (k - 1) * h * h + h * c
 
@@ -112,13 +115,13 @@ def test_paper_gcn_parameter_count(small_graph, key, min_depth):
 def test_select_depth_picks_each_nodes_depth():
     logits_all = jnp.arange(3 * 4 * 2, dtype=jnp.float32).reshape(3, 4, 2)
     depth = jnp.array([1, 3, 2, 3])
-    got = gcn.select_depth(logits_all, depth)
+    got = backbone_lib.select_depth(logits_all, depth)
     want = np.stack([logits_all[d - 1, i] for i, d in enumerate([1, 3, 2, 3])])
     np.testing.assert_array_equal(got, want)
 
 
 def test_dropout_only_in_training(small_graph, key):
-    model = gcn.ReadoutGCN(hidden=8, num_classes=3, max_depth=2, input_dropout=0.5)
+    model = readout.ReadoutGCN(hidden=8, num_classes=3, max_depth=2, input_dropout=0.5)
     params = model.init(key, small_graph, train=False)
     eval_a = model.apply(params, small_graph, train=False)
     eval_b = model.apply(params, small_graph, train=False)
@@ -139,7 +142,7 @@ def test_weight_decay_only_on_first_layer():
     params = {
         "params": {"w_1": jnp.ones((2, 2)), "w_2": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}
     }
-    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
+    tx = backbone_lib.make_optimizer(lr=0.1, weight_decay=0.5)
     zero_grads = jax.tree.map(jnp.zeros_like, params)
     updates, _ = tx.update(zero_grads, tx.init(params), params)
     assert np.all(np.asarray(updates["params"]["w_1"]) < 0)  # decay pulls w_1 towards 0
@@ -160,7 +163,7 @@ def test_seed_batched_propagation_is_bit_identical_to_plain_vmap(small_graph, ke
     def loss(prop):
         return lambda h: jnp.sum(jnp.tanh(prop(small_graph, jnp.tanh(prop(small_graph, h)))))
 
-    ours = jax.jit(jax.vmap(jax.value_and_grad(loss(gcn.propagate))))(h)
+    ours = jax.jit(jax.vmap(jax.value_and_grad(loss(propagation.propagate))))(h)
     reference = jax.jit(
         jax.vmap(jax.value_and_grad(loss(lambda g, x: _symmetric_reference(plain, x))))
     )(h)
@@ -234,7 +237,7 @@ def test_paper_gcn_dropout_only_in_training(small_graph, key):
 def test_weight_decay_covers_depth_one_weights():
     """W_0 (depth 1) reads the features as W_1 does: both get the first layer's L2."""
     params = {"params": {"w_0": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}}
-    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
+    tx = backbone_lib.make_optimizer(lr=0.1, weight_decay=0.5)
     updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
     assert np.all(np.asarray(updates["params"]["w_0"]) < 0)
     np.testing.assert_array_equal(updates["params"]["w_out"], 0.0)
@@ -252,7 +255,7 @@ def numpy_decoupled(params, x, a_hat, alpha, min_depth, max_depth):
 
 @pytest.mark.parametrize(("alpha", "min_depth", "max_depth"), [(0.1, 0, 16), (0.0, 2, 6)])
 def test_decoupled_matches_numpy(small_dataset, small_graph, key, alpha, min_depth, max_depth):
-    from policy_gnn_jax import decoupled
+    from policy_gnn_jax.backbones import decoupled
 
     model = decoupled.DecoupledGCN(
         hidden=8, num_classes=3, alpha=alpha, min_depth=min_depth, max_depth=max_depth
@@ -269,7 +272,7 @@ def test_decoupled_matches_numpy(small_dataset, small_graph, key, alpha, min_dep
 
 
 def test_decoupled_parameters_do_not_grow_with_depth(small_graph, key):
-    from policy_gnn_jax import decoupled
+    from policy_gnn_jax.backbones import decoupled
 
     def count(k):
         model = decoupled.DecoupledGCN(hidden=8, num_classes=3, max_depth=k)

@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from policy_gnn_jax import headroom
+from policy_gnn_jax.contrib.adaptive_depth import headroom
 
 
 def test_upper_bounds_by_hand():

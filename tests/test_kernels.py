@@ -12,7 +12,11 @@ import pytest
 import scipy.sparse as sp
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import action_buffers, backbone, env, gather_matmul, graph, runner, train
+from policy_gnn_jax import graph
+from policy_gnn_jax.backbones import gcn
+from policy_gnn_jax.graph import gather_matmul
+from policy_gnn_jax.mdp import action_buffers, env, loop
+from policy_gnn_jax.runtime import runner
 
 
 def test_gather_products_equal_scipy():
@@ -39,7 +43,7 @@ def test_gcn_logits_and_gradients_match(both_kernels, key):
     _, g_s, g_g = both_kernels
     assert g_g.deterministic and not g_s.deterministic
     cfg = pg.Config.tiny(max_depth=4)
-    b_s, b_g = backbone.gcn_backbone(cfg, g_s), backbone.gcn_backbone(cfg, g_g)
+    b_s, b_g = gcn.gcn_backbone(cfg, g_s), gcn.gcn_backbone(cfg, g_g)
     params = b_s.init(key)
     np.testing.assert_allclose(b_g.logits(params, None), b_s.logits(params, None),
                                rtol=1e-4, atol=1e-5)  # fmt: skip
@@ -55,8 +59,8 @@ def test_buffer_loss_by_counts_equals_per_entry(both_kernels, key):
     ds, g_s, g_g = both_kernels
     cfg = pg.Config.tiny(buffer_size=4)
     hops = graph.train_hop_distances(ds, cfg.max_depth)
-    ctx_s = env.make_context(cfg, g_s, hops, backbone.gcn_backbone(cfg, g_s))
-    ctx_g = env.make_context(cfg, g_g, hops, backbone.gcn_backbone(cfg, g_g))
+    ctx_s = env.make_context(cfg, g_s, hops, gcn.gcn_backbone(cfg, g_s))
+    ctx_g = env.make_context(cfg, g_g, hops, gcn.gcn_backbone(cfg, g_g))
     # Buffers with repeated nodes (the case the counts exist for), two of them full.
     buffers = action_buffers.init(cfg.num_actions, 12)
     nodes = jnp.concatenate([g_s.train_index[:6], g_s.train_index[:3]])
@@ -77,8 +81,8 @@ def test_a_run_on_gather_kernels_is_close_to_scatter_and_reproducible(small_data
     runs = {}
     for kernels in ("scatter", "gather", "gather"):
         g = graph.from_dataset(small_dataset, kernels)
-        agent = train.make_agent(cfg, g)
-        trainer = train.make_trainer(cfg, g, hops, agent=agent)
+        agent = loop.make_agent(cfg, g)
+        trainer = loop.make_trainer(cfg, g, hops, agent=agent)
         _, metrics, _ = runner.run_trainer(trainer, runner.seed_keys(0, 2), progress=False)
         runs.setdefault(kernels, []).append(metrics)
     chex.assert_trees_all_equal(runs["gather"][0], runs["gather"][1])  # same bits on CPU

@@ -4,7 +4,9 @@ random policy."""
 import numpy as np
 import pytest
 
-from policy_gnn_jax import config, data, graph, runner, train
+from policy_gnn_jax import config, data, graph
+from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.runtime import runner
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +31,7 @@ def _run(ds, g, hops, random_policy):
         input_dropout=0.0,
         random_policy=random_policy,
     )
-    t = train.make_train(cfg, g, hops)
+    t = loop.make_trainer(cfg, g, hops)
     _, _, results = runner.run_trainer(t, runner.seed_keys(0, 2), progress=False)
     return results
 

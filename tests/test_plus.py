@@ -11,7 +11,8 @@ import optax
 import pytest
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import bandit, graph, plus
+from policy_gnn_jax import graph
+from policy_gnn_jax.contrib.adaptive_depth import bandit, plus
 
 
 def test_rewards_by_hand():

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from absl.testing import parameterized
 
-from policy_gnn_jax import action_buffers, config, dqn, normaliser, replay
+from policy_gnn_jax import config
+from policy_gnn_jax.agents import dqn, normaliser, replay
+from policy_gnn_jax.mdp import action_buffers
 
 
 def _batch(start, width):
@@ -181,7 +183,7 @@ def test_sparse_statistics_of_an_empty_window():
 
 def test_sparse_q_network_equals_dense_on_normalised_states(key):
     from policy_gnn_jax import graph as graph_lib
-    from policy_gnn_jax import qnet
+    from policy_gnn_jax.agents import qnet
 
     x = _sparse_features(key, n=25, f=30)
     model = qnet.QNetwork((8, 16), 3)

@@ -14,17 +14,10 @@ import numpy as np
 import pytest
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import (
-    action_buffers,
-    audit,
-    baseline,
-    checkpoint,
-    cli,
-    graph,
-    replay,
-    runner,
-    train,
-)
+from policy_gnn_jax import cli, fixed_depth, graph
+from policy_gnn_jax.agents import replay
+from policy_gnn_jax.mdp import action_buffers, audit, loop
+from policy_gnn_jax.runtime import checkpoint, runner
 
 # A generated graph the CLI can build quickly: 1600 nodes covers csbm's default splits.
 CSBM = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--no-progress"]
@@ -72,11 +65,11 @@ def test_exactly_the_episodes_and_epochs_asked(small_dataset, small_graph):
     cfg = pg.Config.tiny(num_episodes=3, episodes_per_call=2)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
     _, metrics, results = runner.run_trainer(
-        train.make_trainer(cfg, small_graph, hops), runner.seed_keys(0, 2), progress=False
+        loop.make_trainer(cfg, small_graph, hops), runner.seed_keys(0, 2), progress=False
     )
     chex.assert_shape(metrics["val_accuracy"], (2, 3))
     assert np.all(results["best_step"] < cfg.num_steps)
-    b = baseline.make_baseline(pg.Config.tiny(epochs=30), small_graph, epochs_per_chunk=20)
+    b = fixed_depth.make_baseline(pg.Config.tiny(epochs=30), small_graph, epochs_per_chunk=20)
     _, metrics, results = runner.run_trainer(b, runner.seed_keys(0, 2), progress=False)
     chex.assert_shape(metrics["loss"], (2, 30))
     assert np.all(results["best_epoch"] < 30)
@@ -254,13 +247,13 @@ def test_benchmarks_refuse_bad_input_with_an_error_line(experiment, capsys, scri
 def random_audit_context(small_dataset, small_graph):
     cfg = pg.Config.tiny(random_policy=True, audit=True)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    return train.make_context(cfg, small_graph, hops)
+    return loop.make_context(cfg, small_graph, hops)
 
 
 def test_one_mdp_step_alone(random_audit_context):
     ctx = random_audit_context
-    state = train.init(ctx, jax.random.key(0))
-    new, metrics = jax.jit(lambda s: train.mdp_step(ctx, s))(state)
+    state = loop.init(ctx, jax.random.key(0))
+    new, metrics = jax.jit(lambda s: loop.mdp_step(ctx, s))(state)
     assert int(new.step) == 1 and float(new.best.val_accuracy) == float(metrics["val_accuracy"])
     assert int(metrics["action_counts"].sum()) == ctx.env.num_walkers
     chex.assert_trees_all_equal_shapes(new, state)
@@ -278,8 +271,8 @@ def test_the_audit_key_is_independent_of_every_other(random_audit_context):
 
     spy = audit.Observer(observe=spy_observe, summarise=lambda m: {}, evaluate=lambda p, d: {})
     ctx = ctx._replace(observer=spy)
-    state = train.init(ctx, jax.random.key(3))
-    train.mdp_step(ctx, state)  # not jitted: the spy sees a concrete key
+    state = loop.init(ctx, jax.random.key(3))
+    loop.mdp_step(ctx, state)  # not jitted: the spy sees a concrete key
     others = jax.random.key_data(jax.random.split(state.key, 5))  # key, act, val, env, learn
     assert not np.any(np.all(np.asarray(others) == np.asarray(seen["audit"]), axis=1))
     # And so the random policy's audit depths differ from its validation depths.
@@ -310,11 +303,11 @@ def test_backbone_too_shallow_for_the_policy_is_refused(small_dataset, small_gra
     shallow = pg.gcn_backbone(cfg, small_graph, max_depth=cfg.max_depth - 1)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
     with pytest.raises(pg.ConfigError, match=r"the backbone computes depths 1\.\.2 but the policy"):
-        train.make_trainer(cfg, small_graph, hops, backbone=shallow)
+        loop.make_trainer(cfg, small_graph, hops, backbone=shallow)
     # A backbone that starts above the policy's lowest depth is refused too.
     high = pg.gcn_backbone(cfg, small_graph, min_depth=cfg.min_depth + 1)
     with pytest.raises(pg.ConfigError, match="min_depth <= config.min_depth"):
-        train.make_trainer(cfg, small_graph, hops, backbone=high)
+        loop.make_trainer(cfg, small_graph, hops, backbone=high)
 
 
 def test_config_replace_is_validated():

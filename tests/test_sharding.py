@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from policy_gnn_jax import runner
+from policy_gnn_jax.runtime import runner
 
 SCRIPT = pathlib.Path(__file__).with_name("sharded_sweep.py")
 

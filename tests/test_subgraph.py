@@ -10,8 +10,10 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import action_buffers, backbones, env, graph, subgraph
+from policy_gnn_jax import backbones, graph
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.graph import subgraph
+from policy_gnn_jax.mdp import action_buffers, env
 
 
 def _filled_buffers(ctx, state, seed=0, rounds=4):

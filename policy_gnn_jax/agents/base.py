@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from policy_gnn_jax import replay
+from policy_gnn_jax.agents import replay
 
 AgentState = Any  # a pytree
 Policy = Any  # a pytree

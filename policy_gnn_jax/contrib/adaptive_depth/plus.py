@@ -26,11 +26,13 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import backbones, bandit, data, gcn, headroom
+from policy_gnn_jax import backbones, data, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.trainer import epoch_trainer
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.contrib.adaptive_depth import bandit, headroom
+from policy_gnn_jax.runtime import records, runner
+from policy_gnn_jax.runtime.trainer import epoch_trainer
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
 EPSILON = 0.1  # exploration of the "policy" training depths after the warm-up
@@ -161,7 +163,7 @@ def selection_accuracy(ctx: PlusContext, probs, policy, node_signals, nodes) -> 
     """Accuracy on `nodes` at the bandit's greedy depths."""
     chosen = bandit.greedy(policy, node_signals[nodes])
     picked = jnp.take_along_axis(probs[:, nodes], chosen[None, :, None], axis=0)[0]
-    return gcn.accuracy(picked, ctx.graph.labels[nodes])
+    return backbone_lib.accuracy(picked, ctx.graph.labels[nodes])
 
 
 def epoch_step(ctx: PlusContext, state: PlusState, _=None):
@@ -240,7 +242,7 @@ def evaluate(ctx: PlusContext, state: PlusState) -> dict:
     depths = greedy_depths(ctx, logits_all, state.best_policy, g.test_index)
     logits = backbone_lib.depth_logits(ctx.backbone, logits_all[:, g.test_index], depths)
     return {
-        "test_accuracy": gcn.accuracy(logits, g.labels[g.test_index]),
+        "test_accuracy": backbone_lib.accuracy(logits, g.labels[g.test_index]),
         "val_accuracy": state.best_val,
         "best_epoch": state.best_epoch,
         "test_depths": depths,
@@ -263,3 +265,53 @@ def make_trainer(config, ds: data.Dataset, g: graph_lib.Graph, epochs_per_chunk:
         epochs=config.epochs,
         epochs_per_chunk=epochs_per_chunk,
     )
+
+
+def record_fields(config, metrics, results) -> dict:
+    return {
+        **records.depth_fields(config, results),
+        "val_accuracy_note": "on the selection half of the validation nodes (the other half "
+        "trains the bandit)",
+        "best_epoch": results["best_epoch"].tolist(),
+        "test_depths": results["test_depths"].tolist(),
+        "val_accuracy_curve": {
+            "per_epoch_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
+        },
+        "policy_half_accuracy_curve": {
+            "per_epoch_mean_over_seeds": metrics["policy_half_accuracy"].mean(0).tolist(),
+        },
+    }
+
+
+def _method_trainer(config, ds: data.Dataset, g: graph_lib.Graph, backbone, agent):
+    del agent  # takes_agent is False: methods.get refuses one before this
+    if backbone is not None:
+        raise config_lib.ConfigError(
+            "policy-gnn-plus trains the backbone Config.backbone names; it takes no custom one."
+        )
+    return make_trainer(config, ds, g)
+
+
+def _method_depth_fn(config, ds: data.Dataset, g: graph_lib.Graph, agent):
+    del agent
+    ctx = make_context(config, ds, g)
+    return lambda params, policy, key, nodes: depths_of(ctx, params, policy, nodes)
+
+
+def _hints(config) -> dict:
+    hints = runner.learning_rate_hints(config)
+    hints["agent"] = f"Lower the bandit's learning rate (Config.plus_lr, now {config.plus_lr:g})"
+    return hints
+
+
+METHOD = methods.register(
+    methods.Method(
+        name="policy-gnn-plus",
+        make_trainer=_method_trainer,
+        backbone=backbones.for_policy,
+        depth_fn=_method_depth_fn,
+        record_fields=record_fields,
+        hints=_hints,
+        takes_backbone=False,
+    )
+)

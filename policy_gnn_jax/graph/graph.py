@@ -13,7 +13,8 @@ import scipy.sparse as sp
 from flax import struct
 from scipy.sparse import csgraph
 
-from policy_gnn_jax import data, gather_matmul
+from policy_gnn_jax import data
+from policy_gnn_jax.graph import gather_matmul
 
 KERNELS = ("auto", "scatter", "gather")
 

@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import backbones, gcn
+from policy_gnn_jax import backbones
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.trainer import Trainer, epoch_trainer
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.runtime.trainer import Trainer, epoch_trainer
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
@@ -64,7 +64,7 @@ def train_loss(ctx: BaselineContext, params, key: jax.Array) -> jax.Array:
 def val_accuracy(ctx: BaselineContext, params) -> jax.Array:
     g = ctx.graph
     logits = ctx.backbone.logits(params, None)[ctx.depth - ctx.backbone.min_depth]
-    return gcn.accuracy(logits[g.val_index], g.labels[g.val_index])
+    return backbone_lib.accuracy(logits[g.val_index], g.labels[g.val_index])
 
 
 def epoch_step(ctx: BaselineContext, state: BaselineState, _=None):

@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import gcn
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.graph import propagation
 
 
 def propagate_depths(g: graph_lib.Graph, z0: jax.Array, alpha: float, min_depth: int, max_depth):
@@ -35,7 +35,7 @@ def propagate_depths(g: graph_lib.Graph, z0: jax.Array, alpha: float, min_depth:
     out = [z0] if min_depth == 0 else []
     z = z0
     for k in range(1, max_depth + 1):
-        z = gcn.propagate(g, z)
+        z = propagation.propagate(g, z)
         if alpha:
             z = (1.0 - alpha) * z + alpha * z0
         if k >= min_depth:
@@ -64,7 +64,7 @@ class DecoupledGCN(nn.Module):
         init = nn.initializers.glorot_uniform()
         w_1 = self.param("w_1", init, (g.num_features, self.hidden))
         b_1 = self.param("b_1", nn.initializers.zeros, (self.hidden,))
-        h = nn.relu(gcn.dropped_feature_matmul(g, w_1, self.input_dropout, train) + b_1)
+        h = nn.relu(propagation.dropped_feature_matmul(g, w_1, self.input_dropout, train) + b_1)
         h = nn.Dropout(self.dropout, deterministic=not train)(h)
         w_2 = self.param("w_2", init, (self.hidden, self.num_classes))
         b_2 = self.param("b_2", nn.initializers.zeros, (self.num_classes,))
@@ -92,5 +92,5 @@ def decoupled_backbone(
         dropout=config.dropout,
         input_dropout=config.input_dropout,
     )
-    optimizer = gcn.make_optimizer(config.gcn_lr, config.weight_decay)
+    optimizer = backbone_lib.make_optimizer(config.gcn_lr, config.weight_decay)
     return backbone_lib.flax_backbone(model, g, optimizer, min_depth, max_depth)

@@ -17,10 +17,11 @@ import numpy as np
 import optax
 from flax import struct
 
-from policy_gnn_jax import action_buffers, gcn, subgraph
-from policy_gnn_jax import backbone as backbone_lib
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.graph import subgraph
+from policy_gnn_jax.mdp import action_buffers
 from policy_gnn_jax.treeutil import all_finite
 
 
@@ -170,7 +171,7 @@ def subgraph_buffer_loss(ctx: EnvContext, params, key, buffers, sub: subgraph.Pa
     logits_all = ctx.backbone.on_graph(params, key, subgraph.view(ctx.graph, sub))
     rows = buffer_depth_column(cfg) - ctx.backbone.min_depth  # [A, 1]
     logits = logits_all[rows, sub.positions]  # [A, cap, C]
-    ce = gcn.cross_entropy(logits, ctx.graph.labels[buffers.nodes])
+    ce = backbone_lib.cross_entropy(logits, ctx.graph.labels[buffers.nodes])
     # Entries of buffers that are not full are not in `sub`: masked out, as they add nothing.
     total = jnp.sum(jnp.where(mask & full[:, None], ce, 0.0), 1)
     per_buffer = total / jnp.maximum(mask.sum(1), 1)
@@ -263,7 +264,7 @@ def validation_accuracy(ctx: EnvContext, val_logits: jax.Array, val_depths: jax.
     """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V], from
     `validation_logits` [K, V, C]."""
     logits = backbone_lib.depth_logits(ctx.backbone, val_logits, val_depths)
-    return gcn.accuracy(logits, ctx.graph.labels[ctx.graph.val_index])
+    return backbone_lib.accuracy(logits, ctx.graph.labels[ctx.graph.val_index])
 
 
 def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):

@@ -20,13 +20,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from policy_gnn_jax import agent as agent_lib
-from policy_gnn_jax import audit as audit_lib
-from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import backbones, dqn, env, gcn, replay
+from policy_gnn_jax import backbones
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.trainer import Trainer
+from policy_gnn_jax.agents import base as agent_lib
+from policy_gnn_jax.agents import dqn, replay
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.mdp import audit as audit_lib
+from policy_gnn_jax.mdp import env
+from policy_gnn_jax.runtime import records
+from policy_gnn_jax.runtime.trainer import Trainer
 from policy_gnn_jax.treeutil import tree_select
 
 
@@ -155,7 +158,7 @@ def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
     logits_all = ctx.env.backbone.logits(best.params, None)
     logits = backbone_lib.depth_logits(ctx.env.backbone, logits_all[:, g.test_index], depths)
     results = {
-        "test_accuracy": gcn.accuracy(logits, g.labels[g.test_index]),
+        "test_accuracy": backbone_lib.accuracy(logits, g.labels[g.test_index]),
         "val_accuracy": best.val_accuracy,
         "best_step": best.step,
         "test_depths": depths,
@@ -214,5 +217,19 @@ def make_trainer(
     )
 
 
-# Kept under its old name: earlier scripts and notes call it.
-make_train = make_trainer
+def record_fields(config, metrics, results) -> dict:
+    audit = audit_lib.record_fields(metrics, results) if config.audit else {}
+    return {
+        **audit,
+        **records.depth_fields(config, results),
+        "val_accuracy_curve": {
+            "per_episode_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
+            "per_seed": metrics["val_accuracy"].tolist(),
+        },
+        "best_step": results["best_step"].tolist(),
+        "test_depths": results["test_depths"].tolist(),
+        "gcn_updates_per_step": float(metrics["gcn_trained"].mean()),
+        "train_action_share": (
+            metrics["action_counts"].sum((0, 1)) / max(1, metrics["action_counts"].sum())
+        ).tolist(),
+    }

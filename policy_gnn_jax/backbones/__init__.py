@@ -1,16 +1,21 @@
-"""The backbones a config can name (`Config.backbone`, `--backbone`), built by one function.
+"""Backbones: GNNs whose every depth comes out of one forward pass, as pure functions.
 
-- `gcn`: the paper's shared GCN (ALGORITHM.md section 2), the default;
-- `gcn-readout`: the shared GCN with a linear readout, this project's structure until 2026-11
-  (the README's earlier results were measured with it), kept so they reproduce bit for bit;
-- `decoupled`: an MLP, then parameter-free propagation (`decoupled.py`); depths 0..K.
+- `base.py`: the `Backbone` interface every backbone fills, and the ops they share;
+- `gcn.py`: the paper's shared GCN (`--backbone gcn`, the default);
+- `readout.py`: the legacy readout GCN (`--backbone gcn-readout`), kept so its results reproduce;
+- `decoupled.py`: an MLP, then parameter-free propagation (`--backbone decoupled`); depths 0..K.
+
+`make_backbone` builds the one `Config.backbone` names.
 """
 
 from __future__ import annotations
 
-from policy_gnn_jax import backbone as backbone_lib
-from policy_gnn_jax import decoupled
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import decoupled, gcn, readout
+from policy_gnn_jax.backbones.base import Backbone, flax_backbone
+
+__all__ = ["Backbone", "flax_backbone", "for_fixed_depth", "for_policy", "make_backbone"]
 
 
 def make_backbone(
@@ -18,9 +23,9 @@ def make_backbone(
 ) -> backbone_lib.Backbone:
     """The backbone `config.backbone` names, able to compute depths `min_depth..max_depth`."""
     if config.backbone == "gcn":
-        return backbone_lib.gcn_backbone(config, g, max_depth=max_depth, min_depth=min_depth)
+        return gcn.gcn_backbone(config, g, max_depth=max_depth, min_depth=min_depth)
     if config.backbone == "gcn-readout":
-        return backbone_lib.gcn_readout_backbone(config, g, max_depth=max_depth)
+        return readout.gcn_readout_backbone(config, g, max_depth=max_depth)
     if config.backbone == "decoupled":
         return decoupled.decoupled_backbone(config, g, max_depth=max_depth, min_depth=min_depth)
     raise ValueError(f"unknown backbone {config.backbone!r}")  # Config refuses it first

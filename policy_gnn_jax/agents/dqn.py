@@ -15,10 +15,10 @@ import optax
 from flax import struct
 from flax.training import train_state
 
-from policy_gnn_jax import agent as agent_lib
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax import normaliser, qnet, replay
+from policy_gnn_jax.agents import base as agent_lib
+from policy_gnn_jax.agents import normaliser, qnet, replay
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
 

@@ -17,8 +17,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from policy_gnn_jax import checkpoint as checkpoint_lib
-from policy_gnn_jax.trainer import Trainer
+from policy_gnn_jax.runtime import checkpoint as checkpoint_lib
+from policy_gnn_jax.runtime.trainer import Trainer
 
 MAX_SEED = 2**32 - 1
 
@@ -276,14 +276,11 @@ def _concat(chunks: list) -> dict:
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
 
 
-def learning_rate_hints(config, method: str = "policy-gnn") -> dict:
+def learning_rate_hints(config) -> dict:
     """The divergence fix per network, naming the CLI flag and the Config field."""
-    agent = f"Lower the Q-network learning rate (--q-lr / Config.q_lr, now {config.q_lr:g})"
-    if method == "policy-gnn-plus":
-        agent = f"Lower the bandit's learning rate (Config.plus_lr, now {config.plus_lr:g})"
     return {
         "backbone": (
             f"Lower the GCN learning rate (--gcn-lr / Config.gcn_lr, now {config.gcn_lr:g})"
         ),
-        "agent": agent,
+        "agent": f"Lower the Q-network learning rate (--q-lr / Config.q_lr, now {config.q_lr:g})",
     }

@@ -12,9 +12,8 @@ import platform
 import jax
 import numpy as np
 
-from policy_gnn_jax import checkpoint
+from policy_gnn_jax.runtime import checkpoint
 
-METHODS = ("policy-gnn", "random", "gcn", "policy-gnn-plus")
 _PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "jraph", "numpy", "scipy")
 
 
@@ -54,8 +53,10 @@ def build(
     kernels: str,
     engine: str = "full",
     seed_mode: str = "vmap",
+    method_fields: dict | None = None,
 ) -> dict:
-    """The results record (README, "Results file") of one finished sweep."""
+    """The results record (docs/usage.md, "Results") of one finished sweep: the fields every
+    method has, then `method_fields` (the method's own, `Method.record_fields`)."""
     record = {
         "dataset": ds.name,
         "method": method,
@@ -79,49 +80,12 @@ def build(
         # and devices). The two round batched reductions differently, so their bits differ.
         "seed_mode": seed_mode,
     }
-    if method == "gcn":
-        record["best_epoch"] = results["best_epoch"].tolist()
-    elif method == "policy-gnn-plus":
-        record.update(_plus_fields(config, metrics, results))
-    else:
-        record.update(_policy_fields(config, metrics, results))
+    record.update(method_fields or {})
     # JSON-native (tuples become lists), so the record equals what results.json reads back.
     return json.loads(json.dumps(record))
 
 
-AUDIT_EXPLANATION = (
-    "The authors' released code reports a different number: the unweighted mean, over depth "
-    "groups, of each group's test accuracy (macro accuracy), and its first version kept the best "
-    "value over all evaluation points, i.e. it selected on the test set. A small depth group "
-    "with a lucky accuracy then counts as much as the group holding most nodes, and the maximum "
-    "over thousands of noisy evaluations is biased upwards. Those numbers are shown here for "
-    "comparison only; the honest number selects the snapshot on validation and reads the test "
-    "labels once."
-)
-
-
-def _audit_fields(metrics, results) -> dict:
-    per_episode = metrics["audit_macro_test_accuracy_max"]  # [S, episodes]
-    best_episode = per_episode.argmax(axis=1)
-    best_of_run = per_episode.max(axis=1)
-    seeds = np.arange(per_episode.shape[0])
-    sizes = metrics["audit_group_sizes_at_max"][seeds, best_episode]  # [S, depths]
-    return {
-        "audit": {
-            "macro_accuracy_best_of_run": mean_std(best_of_run),
-            # How many test nodes each depth group held at the step of the best-of-run maximum.
-            "group_sizes_at_best_of_run": sizes.tolist(),
-            "smallest_group_at_best_of_run": mean_std(
-                np.where(sizes > 0, sizes, np.iinfo(sizes.dtype).max).min(axis=1)
-            ),
-            "macro_accuracy_of_selected_snapshot": mean_std(results["audit_macro_test_accuracy"]),
-            "honest_test_accuracy": mean_std(results["test_accuracy"]),
-            "explanation": AUDIT_EXPLANATION,
-        }
-    }
-
-
-def _depth_fields(config, results) -> dict:
+def depth_fields(config, results) -> dict:
     """The allowed depths and the share of test nodes the selected policy gives each."""
     counts = results["test_depth_counts"]  # [S, A]
     share = counts / np.maximum(counts.sum(1, keepdims=True), 1)
@@ -131,52 +95,17 @@ def _depth_fields(config, results) -> dict:
     }
 
 
-def _policy_fields(config, metrics, results) -> dict:
-    audit = _audit_fields(metrics, results) if config.audit else {}
-    return {
-        **audit,
-        **_depth_fields(config, results),
-        "val_accuracy_curve": {
-            "per_episode_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
-            "per_seed": metrics["val_accuracy"].tolist(),
-        },
-        "best_step": results["best_step"].tolist(),
-        "test_depths": results["test_depths"].tolist(),
-        "gcn_updates_per_step": float(metrics["gcn_trained"].mean()),
-        "train_action_share": (
-            metrics["action_counts"].sum((0, 1)) / max(1, metrics["action_counts"].sum())
-        ).tolist(),
-    }
-
-
-def _plus_fields(config, metrics, results) -> dict:
-    return {
-        **_depth_fields(config, results),
-        "val_accuracy_note": "on the selection half of the validation nodes (the other half "
-        "trains the bandit)",
-        "best_epoch": results["best_epoch"].tolist(),
-        "test_depths": results["test_depths"].tolist(),
-        "val_accuracy_curve": {
-            "per_epoch_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
-        },
-        "policy_half_accuracy_curve": {
-            "per_epoch_mean_over_seeds": metrics["policy_half_accuracy"].mean(0).tolist(),
-        },
-    }
-
-
 def save(record: dict, out_dir: str | pathlib.Path) -> pathlib.Path:
     """Writes <out_dir>/results.json atomically (a crash never leaves a truncated file)."""
     out = checkpoint.check_writable_dir(out_dir)
     return checkpoint.atomic_write_json(out / "results.json", record)
 
 
-def summary_line(record: dict) -> str:
+def summary_line(record: dict, label: str | None = None) -> str:
+    """One line: dataset, method (its `label`, e.g. "gcn depth 2"), test accuracy, time."""
     t = record["test_accuracy"]
-    name = record["method"] + (
-        f" depth {record['config']['depth']}" if record["method"] == "gcn" else ""
-    )
-    backbone = record["config"].get("backbone", "gcn-readout")  # absent before 2026-11
+    name = label or record["method"]
+    backbone = record["config"].get("backbone", "gcn-readout")  # records before the field: legacy
     if backbone != "gcn":
         name += f" ({backbone} backbone)"
     return (

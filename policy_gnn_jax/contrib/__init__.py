@@ -1,0 +1,1 @@
+"""Research built on the library. The core package never imports anything from here."""

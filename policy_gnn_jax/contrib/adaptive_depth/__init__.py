@@ -1,0 +1,8 @@
+"""The adaptive-depth study (docs/adaptive-depth.md): where per-node depth could pay, and why not.
+
+- `headroom.py`: upper bounds that read test labels (labelled as such), label-free depth rules
+  and a probe on label-free signals;
+- `bandit.py`: a full-feedback contextual bandit over depths (pure functions);
+- `plus.py`: Policy-GNN+, the bandit on per-node rewards over cross-fitted validation halves,
+  registered as the method `policy-gnn-plus`.
+"""

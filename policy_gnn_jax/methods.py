@@ -1,0 +1,189 @@
+"""The methods `fit` can run, each one entry: how it trains, what it records, how it predicts.
+
+A `Method` is a record of pure functions, like `Backbone` and `Agent`: `fit`, `Fit`, `load` and
+the command line only call these, never test a method's name. Built in:
+
+- `policy-gnn`: the paper's DQN meta-policy over the MDP loop (`mdp/loop.py`);
+- `random`: the same loop with the random-policy agent;
+- `gcn` (alias `fixed-depth`): one depth for every node, `config.depth`, on any backbone.
+
+Methods outside the core register themselves with `register`; `policy-gnn-plus` lives in
+`contrib/adaptive_depth/plus.py` and is imported the first time its name is asked for, so the
+core never imports the research code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import types
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+
+from policy_gnn_jax import backbones, data, fixed_depth
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.agents.base import Agent
+from policy_gnn_jax.backbones.base import Backbone
+from policy_gnn_jax.graph import subgraph
+from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.runtime import records, runner
+from policy_gnn_jax.runtime.trainer import Trainer
+
+# (params, policy, evaluation key, nodes [M]) -> depths [M], for one seed; `Fit` vmaps it.
+DepthFn = Callable[[Any, Any, Any, jnp.ndarray], jnp.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """One method `fit` can run.
+
+    Attributes:
+      name: what `fit(method=...)`, `--method` and `results.json` call it.
+      make_trainer: (config, dataset, graph, backbone or None, agent or None) -> `Trainer`.
+      backbone: (config, graph) -> the `Backbone` whose parameters a `Fit` keeps (prediction).
+      depth_fn: (config, dataset, graph, agent or None) -> a `DepthFn`.
+      record_fields: (config, metrics, results) -> the method's own fields of `results.json`.
+      prepare: config -> the config the method runs (e.g. the random policy's flag set).
+      label: config -> a short name for progress bars, summaries and folder names.
+      hints: config -> the divergence fix per network (`runner.learning_rate_hints`).
+      engine: (config, graph) -> "full" or "subgraph", what the record says ran.
+      uses_eval_keys: whether prediction needs each seed's evaluation key (a random policy
+        draws its depths with it).
+      takes_backbone, takes_agent: whether a custom `Backbone` / `Agent` may be passed.
+    """
+
+    name: str
+    make_trainer: Callable[..., Trainer]
+    backbone: Callable[[config_lib.Config, graph_lib.Graph], Backbone]
+    depth_fn: Callable[..., DepthFn]
+    record_fields: Callable[[config_lib.Config, dict, dict], dict]
+    prepare: Callable[[config_lib.Config], config_lib.Config] = lambda config: config
+    label: Callable[[config_lib.Config], str] | None = None
+    hints: Callable[[config_lib.Config], dict] = runner.learning_rate_hints
+    engine: Callable[[config_lib.Config, graph_lib.Graph], str] = lambda config, g: "full"
+    uses_eval_keys: bool = False
+    takes_backbone: bool = True
+    takes_agent: bool = False
+
+    def describe(self, config: config_lib.Config) -> str:
+        return self.label(config) if self.label else self.name
+
+
+_REGISTRY: dict[str, Method] = {}
+_ALIASES: dict[str, str] = {"fixed-depth": "gcn"}
+# Methods outside the core: name -> the module that registers it when imported.
+_PLUGINS: dict[str, str] = {"policy-gnn-plus": "policy_gnn_jax.contrib.adaptive_depth.plus"}
+
+
+def register(method: Method) -> Method:
+    """Adds `method` to the names `fit`, `load` and the command line accept."""
+    _REGISTRY[method.name] = method
+    return method
+
+
+def names() -> tuple[str, ...]:
+    """Every method name, built-in and plug-in (aliases not included)."""
+    return tuple(dict.fromkeys([*_REGISTRY, *_PLUGINS]))
+
+
+def choices() -> tuple[str, ...]:
+    """The names and aliases the command line accepts."""
+    return (*names(), *_ALIASES)
+
+
+def get(name: str) -> Method:
+    """The method called `name` (or an alias of it); a ConfigError naming the choices if none."""
+    if isinstance(name, Method):
+        return name
+    name = _ALIASES.get(name, name)
+    if name not in _REGISTRY and name in _PLUGINS:
+        importlib.import_module(_PLUGINS[name])
+    if name not in _REGISTRY:
+        raise config_lib.ConfigError(f"unknown method {name!r}: choose one of {choices()}.")
+    return _REGISTRY[name]
+
+
+# The MDP loop: Policy-GNN and the random policy.
+
+
+def _mdp_trainer(config, ds: data.Dataset, g, backbone, agent) -> Trainer:
+    hops = graph_lib.train_hop_distances(ds, config.max_depth)
+    return loop.make_trainer(config, g, hops, backbone=backbone, agent=agent)
+
+
+def _agent_depths(agent: Agent, params, policy, key, nodes):
+    del params  # the agent decides from the policy alone
+    return agent.depths(key, policy, nodes)
+
+
+def _mdp_depth_fn(config, ds, g, agent) -> DepthFn:
+    del ds
+    return functools.partial(_agent_depths, agent or loop.make_agent(config, g))
+
+
+def _mdp_engine(config, g) -> str:
+    return "subgraph" if subgraph.use_subgraphs(config, g) else "full"
+
+
+def _with_policy(random_policy: bool, config):
+    return dataclasses.replace(config, random_policy=random_policy)
+
+
+_MDP = dict(
+    make_trainer=_mdp_trainer,
+    backbone=backbones.for_policy,
+    depth_fn=_mdp_depth_fn,
+    record_fields=loop.record_fields,
+    engine=_mdp_engine,
+    uses_eval_keys=True,
+    takes_agent=True,
+)
+POLICY_GNN = register(
+    Method(name="policy-gnn", prepare=functools.partial(_with_policy, False), **_MDP)
+)
+RANDOM = register(Method(name="random", prepare=functools.partial(_with_policy, True), **_MDP))
+
+
+# One depth for every node.
+
+
+def _fixed_trainer(config, ds, g, backbone, agent) -> Trainer:
+    del ds, agent
+    return fixed_depth.make_baseline(config, g, backbone=backbone)
+
+
+def _fixed_depths(depth: int, params, policy, key, nodes):
+    del params, policy, key
+    return jnp.full(nodes.shape, depth, jnp.int32)
+
+
+def _fixed_depth_fn(config, ds, g, agent) -> DepthFn:
+    del ds, g, agent
+    return functools.partial(_fixed_depths, config.depth)
+
+
+def _fixed_record_fields(config, metrics, results) -> dict:
+    del config, metrics
+    return {"best_epoch": results["best_epoch"].tolist()}
+
+
+FIXED_DEPTH = register(
+    Method(
+        name="gcn",
+        make_trainer=_fixed_trainer,
+        backbone=backbones.for_fixed_depth,
+        depth_fn=_fixed_depth_fn,
+        record_fields=_fixed_record_fields,
+        label=lambda config: f"gcn depth {config.depth}",
+    )
+)
+
+
+def summary_line(record: dict) -> str:
+    """The one-line summary of a results record, naming the method by its label."""
+    config = types.SimpleNamespace(**record["config"])
+    return records.summary_line(record, get(record["method"]).describe(config))

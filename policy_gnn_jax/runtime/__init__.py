@@ -1,0 +1,10 @@
+"""The runtime: runs any `Trainer` over seeds, and keeps what it produces safe.
+
+- `trainer.py`: the `Trainer` interface (init, train_chunk, evaluate, selected) every method fills;
+- `runner.py`: seeds vmapped, mapped or sharded, in exact chunks, with the memory check, the
+  divergence check and checkpoints;
+- `checkpoint.py`: orbax checkpoints and atomic file writes;
+- `records.py`: the results record (`results.json`) and its one-line summary.
+
+Nothing here knows a backbone, an agent or the MDP: they reach it only through `Trainer`.
+"""
