@@ -117,8 +117,9 @@ def fit(
     ckpt = None
     if checkpoint_dir is not None:
         custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
-        fingerprint = run_fingerprint(dataset, config, entry.name, seeds, seed, custom)
-        ckpt = checkpoint.Checkpointer(checkpoint_dir, fingerprint)
+        ckpt = checkpoint.Checkpointer(
+            checkpoint_dir, run_fingerprint(dataset, config, entry.name, seeds, seed, custom)
+        )
     start = time.perf_counter()
     try:
         state, metrics, results = runner.run_trainer(
@@ -135,9 +136,21 @@ def fit(
     finally:
         if ckpt is not None:
             ckpt.close()
-    wall = time.perf_counter() - start
-    record = records.build(
-        dataset,
+    run = (metrics, results, time.perf_counter() - start, seeds, seed, seed_mode)
+    record = _record(entry, dataset, config, g, *run)
+    params, policy = trainer.selected(state)
+    eval_keys = _eval_keys(entry, state)
+    fitted = Fit(
+        record, config, entry.name, dataset, _to_host(params), _to_host(policy), _to_host(eval_keys)
+    )
+    fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
+    return fitted
+
+
+def _record(entry: methods.Method, ds, config, g, metrics, results, wall, seeds, seed, seed_mode):
+    """The results record of a finished run (`records.build` with the method's own fields)."""
+    return records.build(
+        ds,
         config,
         entry.name,
         seeds,
@@ -150,16 +163,14 @@ def fit(
         seed_mode,
         method_fields=entry.record_fields(config, metrics, results),
     )
-    params, policy = trainer.selected(state)
-    eval_keys = None
-    if entry.uses_eval_keys:
-        # The key each seed's evaluation drew its depths with (used by the random policy).
-        eval_keys = jax.random.key_data(jax.vmap(loop.evaluation_key)(state.key))
-    fitted = Fit(
-        record, config, entry.name, dataset, _to_host(params), _to_host(policy), _to_host(eval_keys)
-    )
-    fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
-    return fitted
+
+
+def _eval_keys(entry: methods.Method, state):
+    """[S] the key each seed's evaluation drew its depths with (a random policy needs it to
+    predict again); None for a method that draws none."""
+    if not entry.uses_eval_keys:
+        return None
+    return jax.random.key_data(jax.vmap(loop.evaluation_key)(state.key))
 
 
 def _to_host(tree):

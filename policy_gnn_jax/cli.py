@@ -17,6 +17,7 @@ import datetime
 import functools
 import pathlib
 import sys
+import textwrap
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
@@ -56,154 +57,158 @@ def tune_malloc() -> None:
         pass
 
 
+def _sections_text() -> str:
+    return "".join(
+        textwrap.fill(
+            f"{section}: {', '.join(names)}", 100, initial_indent="  ", subsequent_indent="    "
+        )
+        + "\n"
+        for section, names in config_lib.SECTIONS.items()
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: the flags most runs need, in groups, and `--set` for every Config field.
+
+    The flags of earlier versions that only set one Config field (`--q-lr`, `--hidden`, ...)
+    are still accepted, hidden from `--help`: `--set` covers them.
+    """
     p = argparse.ArgumentParser(
-        prog="policy-gnn", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        prog="policy-gnn",
+        usage="%(prog)s [--dataset NAME] [--method NAME] [--set FIELD=VALUE ...] [options]",
+        description="Train Policy-GNN, the random policy or a fixed-depth GCN over many seeds; "
+        "write <out>/results.json and the fitted snapshots. Bad input: one `error:` line, exit 2.",
+        epilog=EPILOG.format(sections=_sections_text()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--dataset", default="cora", help=f"one of {data.DATASET_NAMES}")
-    p.add_argument("--method", default="policy-gnn", choices=methods.choices())
-    p.add_argument("--seeds", type=int, default=10, help="number of seeds, run as one vmap")
-    p.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
-    p.add_argument(
-        "--devices",
-        type=int,
-        default=None,
-        help="split the seeds over at most this many local devices (default: all)",
+    run = p.add_argument_group("what to run")
+    run.add_argument(
+        "--dataset", default="cora", metavar="NAME", help=", ".join(data.DATASET_NAMES)
     )
-    p.add_argument(
-        "--seed-mode",
-        default="vmap",
-        choices=runner.SEED_MODES,
-        help="vmap: seeds batched; map: one after another, so a seed's result is bit-identical "
-        "on any number of seeds and devices",
+    run.add_argument(
+        "--method",
+        default="policy-gnn",
+        choices=methods.choices(),
+        metavar="NAME",
+        help=f"{', '.join(methods.names())} (gcn: one fixed depth; alias fixed-depth)",
     )
-    p.add_argument(
+    run.add_argument(
         "--backbone",
         default="gcn",
         choices=config_lib.BACKBONES,
-        help="gcn: the paper's shared GCN; gcn-readout: the structure used until 2026-11; "
-        "decoupled: an MLP, then parameter-free propagation (depths 0..K)",
+        help="gcn: the paper's shared GCN; decoupled: an MLP, then propagation (depths 0..K); "
+        "gcn-readout: the legacy readout GCN",
     )
-    p.add_argument(
-        "--depth", type=int, default=None, help="gcn: the fixed depth (default 2; decoupled 10)"
-    )
-    p.add_argument("--epochs", type=int, default=None, help="gcn: training epochs (default 200)")
-    p.add_argument(
-        "--depths",
-        default=None,
-        help="policy methods: allowed depths, e.g. 2-5, 1-5 (default 2-5; decoupled 0-16)",
-    )
-    p.add_argument("--episodes", type=int, default=1000)
-    p.add_argument("--steps-per-episode", type=int, default=10)
-    p.add_argument("--transition", default="labelled", choices=config_lib.TRANSITIONS)
-    p.add_argument("--buffer-size", type=int, default=128)
-    p.add_argument("--gcn-lr", type=float, default=None, help="the backbone's Adam rate (0.01)")
-    p.add_argument("--hidden", type=int, default=None, help="backbone width (16; decoupled 64)")
-    p.add_argument("--dropout", type=float, default=None, help="hidden dropout (0.5)")
-    p.add_argument("--input-dropout", type=float, default=None, help="feature dropout (0.5)")
-    p.add_argument(
-        "--weight-decay",
-        type=float,
-        default=None,
-        help="L2 on the first layer (5e-4; decoupled 5e-3)",
-    )
-    p.add_argument(
-        "--teleport", type=float, default=None, help="decoupled: PageRank teleport alpha (0.1)"
-    )
-    p.add_argument(
-        "--plus-train-depths",
-        default=None,
-        choices=config_lib.PLUS_TRAIN_DEPTHS,
-        help="policy-gnn-plus: the depths the backbone trains at (random)",
-    )
-    p.add_argument(
-        "--plus-signals",
-        default=None,
-        choices=config_lib.PLUS_SIGNALS,
-        help="policy-gnn-plus: the bandit's state (depth)",
-    )
-    p.add_argument(
-        "--plus-reward",
-        default=None,
-        choices=config_lib.PLUS_REWARDS,
-        help="policy-gnn-plus: the per-node reward (correct)",
-    )
-    p.add_argument(
+    run.add_argument("--seeds", type=int, default=10, help="how many seeds (10)")
+    run.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
+    length = p.add_argument_group("depths and length")
+    length.add_argument("--depths", default=None, help="depths a policy picks from (2-5)")
+    length.add_argument("--depth", type=int, default=None, help="gcn: the fixed depth (2)")
+    length.add_argument("--episodes", type=int, default=1000, help="MDP episodes (1000)")
+    length.add_argument("--epochs", type=int, default=None, help="gcn: training epochs (200)")
+    where = p.add_argument_group("how it runs")
+    where.add_argument(
         "--engine",
         default="auto",
         choices=config_lib.ENGINES,
-        help="policy methods: each MDP step on the whole graph (full) or on padded "
-        f"neighbourhoods (subgraph); auto: subgraph above {config_lib.AUTO_SUBGRAPH_NODES} nodes",
+        help="MDP step on the whole graph or on padded neighbourhoods "
+        f"(auto: subgraph above {config_lib.AUTO_SUBGRAPH_NODES} nodes)",
     )
-    p.add_argument(
-        "--subgraph-nodes", type=int, default=None, help="subgraph engine: node budget (16384)"
+    where.add_argument(
+        "--seed-mode",
+        default="vmap",
+        choices=runner.SEED_MODES,
+        help="seeds batched, or one after another (bit-identical on any seed or device count)",
     )
-    p.add_argument(
-        "--subgraph-edges", type=int, default=None, help="subgraph engine: edge budget (131072)"
+    where.add_argument("--devices", type=int, default=None, help="use at most N devices (all)")
+    io = p.add_argument_group("data and output")
+    io.add_argument("--data-dir", default=None, help=f"raw files (else ${data.DATA_ENV})")
+    io.add_argument("--no-download", action="store_true", help="never download")
+    io.add_argument("--out", default=None, help="output folder (a new one under results/)")
+    io.add_argument(
+        "--checkpoint-dir", default=None, help="checkpoint there; the same command resumes"
     )
-    p.add_argument(
-        "--fanouts",
-        default=None,
-        help="subgraph engine: neighbours kept per node at hops 1, 2, ... when over a budget, "
-        "e.g. 10,10,5 (the last repeats; 0 = all)",
-    )
-    p.add_argument("--q-lr", type=float, default=5e-4)
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help=f"folder with the raw ind.* files (else ${data.DATA_ENV}, else the cache)",
-    )
-    p.add_argument("--no-download", action="store_true", help="never download missing files")
-    p.add_argument("--csbm-nodes", type=int, default=3000, help="csbm: number of nodes")
-    p.add_argument("--csbm-homophily", type=float, default=0.8, help="csbm: homophily")
-    p.add_argument("--csbm-seed", type=int, default=0, help="csbm / planted: graph seed")
-    p.add_argument("--csbm-features", type=int, default=32, help="csbm: feature width")
-    p.add_argument("--csbm-degree", type=float, default=5.0, help="csbm: average degree")
-    p.add_argument("--out", default=None, help="output folder (default: a new one under results/)")
-    p.add_argument(
-        "--checkpoint-dir",
-        default=None,
-        help="save the whole state there every few chunks; the same command resumes from it",
-    )
-    p.add_argument("--checkpoint-every", type=int, default=5, help="chunks between checkpoints")
-    p.add_argument(
-        "--episodes-per-call",
-        type=int,
-        default=10,
-        help="episodes per compiled call (a chunk: the progress and checkpoint granularity)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument(
+    io.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    io.add_argument(
         "--audit",
         action="store_true",
-        help="also report the released code's macro / best-of-run test metric "
-        "(ALGORITHM.md section 6; never the headline)",
+        help="also report the released code's test metric (never a headline)",
     )
+    config = p.add_argument_group("any other setting")
+    config.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="set a Config field, e.g. --set q_lr=1e-3 --set fanouts=10,10,5 (repeatable)",
+    )
+    config.add_argument(
+        "--show-config", action="store_true", help="print the resolved config by section, exit"
+    )
+    _add_hidden_flags(p)
     return p
 
 
+EPILOG = """\
+Config fields by section (--show-config prints their values; docs/usage.md explains each):
+{sections}
+Generated graphs: --csbm-nodes, --csbm-homophily, --csbm-seed, --csbm-features, --csbm-degree.
+Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (5).
+"""
+
+
+def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
+    """Flags kept working but not shown: one Config field each (`--set` does the same), the
+    generated graphs' parameters and the checkpoint period."""
+    hidden = argparse.SUPPRESS
+    for flag, kind in (
+        ("--steps-per-episode", int),
+        ("--buffer-size", int),
+        ("--gcn-lr", float),
+        ("--q-lr", float),
+        ("--hidden", int),
+        ("--dropout", float),
+        ("--input-dropout", float),
+        ("--weight-decay", float),
+        ("--teleport", float),
+        ("--subgraph-nodes", int),
+        ("--subgraph-edges", int),
+        ("--episodes-per-call", int),
+    ):
+        p.add_argument(flag, type=kind, default=None, help=hidden)
+    p.add_argument("--transition", default=None, choices=config_lib.TRANSITIONS, help=hidden)
+    p.add_argument("--fanouts", default=None, help=hidden)
+    p.add_argument("--plus-train-depths", choices=config_lib.PLUS_TRAIN_DEPTHS, help=hidden)
+    p.add_argument("--plus-signals", choices=config_lib.PLUS_SIGNALS, help=hidden)
+    p.add_argument("--plus-reward", choices=config_lib.PLUS_REWARDS, help=hidden)
+    p.add_argument("--csbm-nodes", type=int, default=3000, help=hidden)
+    p.add_argument("--csbm-homophily", type=float, default=0.8, help=hidden)
+    p.add_argument("--csbm-seed", type=int, default=0, help=hidden)
+    p.add_argument("--csbm-features", type=int, default=32, help=hidden)
+    p.add_argument("--csbm-degree", type=float, default=5.0, help=hidden)
+    p.add_argument("--checkpoint-every", type=int, default=5, help=hidden)
+
+
 def config_from_args(args) -> config_lib.Config:
-    """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given."""
+    """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given,
+    then every `--set FIELD=VALUE` (last, so it wins)."""
     if args.backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
         preset = functools.partial(config_lib.Config.decoupled, dataset=args.dataset)
     else:
         preset = config_lib.Config
     values = dict(
-        backbone=args.backbone,
-        num_episodes=args.episodes,
-        steps_per_episode=args.steps_per_episode,
-        transition=args.transition,
-        buffer_size=args.buffer_size,
-        q_lr=args.q_lr,
-        audit=args.audit,
-        episodes_per_call=args.episodes_per_call,
-        engine=args.engine,
+        backbone=args.backbone, num_episodes=args.episodes, audit=args.audit, engine=args.engine
     )
     if args.depths is not None:
         values["min_depth"], values["max_depth"] = config_lib.parse_depths(args.depths)
     optional = dict(
         depth=args.depth,
         epochs=args.epochs,
+        steps_per_episode=args.steps_per_episode,
+        transition=args.transition,
+        buffer_size=args.buffer_size,
+        q_lr=args.q_lr,
+        episodes_per_call=args.episodes_per_call,
         gcn_lr=args.gcn_lr,
         hidden=args.hidden,
         dropout=args.dropout,
@@ -218,7 +223,17 @@ def config_from_args(args) -> config_lib.Config:
         fanouts=None if args.fanouts is None else parse_fanouts(args.fanouts),
     )
     values.update({k: v for k, v in optional.items() if v is not None})
+    values.update(config_lib.parse_overrides(args.set))
     return preset(**values)
+
+
+def show_config(config: config_lib.Config) -> str:
+    """The config's values by section, one `field = value` a line."""
+    lines = []
+    for section, names in config_lib.SECTIONS.items():
+        lines.append(f"[{section}]")
+        lines += [f"  {name} = {getattr(config, name)!r}" for name in names]
+    return "\n".join(lines)
 
 
 def parse_fanouts(text: str) -> tuple[int, ...]:
@@ -251,6 +266,9 @@ def main(argv=None) -> int:
     try:
         _check_args(args)
         config = config_from_args(args)
+        if args.show_config:
+            print(show_config(config))
+            return 0
         out = pathlib.Path(args.out or _default_out(args, config))
         made_out = not out.exists()
         checkpoint.check_writable_dir(out)

@@ -7,6 +7,7 @@ the config and jit compiles once per config.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 
@@ -191,6 +192,11 @@ def _check(ok: bool, message: str) -> None:
 
 
 def _validate(c: Config) -> None:
+    _validate_backbone_and_engine(c)
+    _validate_mdp_and_agent(c)
+
+
+def _validate_backbone_and_engine(c: Config) -> None:
     for f in dataclasses.fields(c):
         value = getattr(c, f.name)
         if isinstance(value, float) and not math.isfinite(value):
@@ -235,6 +241,9 @@ def _validate(c: Config) -> None:
         f"fanouts must be whole numbers >= 0 (0 = every neighbour), got {c.fanouts}.",
     )
     _check(0.0 <= c.teleport < 1.0, f"teleport must be in [0, 1), got {c.teleport}.")
+
+
+def _validate_mdp_and_agent(c: Config) -> None:
     for name, allowed in (
         ("plus_train_depths", PLUS_TRAIN_DEPTHS),
         ("plus_signals", PLUS_SIGNALS),
@@ -284,6 +293,73 @@ def _validate(c: Config) -> None:
         len(c.q_hidden) >= 1 and all(h >= 1 for h in c.q_hidden),
         f"q_hidden must be non-empty positive sizes, got {c.q_hidden}.",
     )
+
+
+# Every field by what it configures: `--help`, `--show-config` and docs/usage.md list them so.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "backbone": ("backbone", "hidden", "dropout", "input_dropout", "gcn_lr", "weight_decay",
+                 "teleport"),
+    "mdp": ("min_depth", "max_depth", "num_episodes", "steps_per_episode", "num_walkers",
+            "buffer_size", "transition", "reward_scale", "reward_window", "normaliser_window"),
+    "agent": ("q_hidden", "q_lr", "gamma", "replay_capacity", "batch_size", "target_period",
+              "dqn_updates_per_step", "eps_start", "eps_end", "eps_every",
+              "eps_horizon_fraction", "random_policy"),
+    "fixed_depth": ("depth", "epochs"),
+    "engine": ("engine", "subgraph_nodes", "subgraph_edges", "fanouts"),
+    "run": ("episodes_per_call", "audit"),
+    "policy_gnn_plus": ("plus_train_depths", "plus_warmup_fraction", "plus_signals",
+                        "plus_reward", "plus_policy_fraction", "plus_lr", "plus_l2"),
+}  # fmt: skip
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+def _parse_ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(","))
+
+
+# A field's annotation (a string: `from __future__ import annotations`) -> parser, and how to
+# say what it wants.
+_PARSERS = {
+    "int": (int, "a whole number"),
+    "float": (float, "a number"),
+    "str": (str, "a word"),
+    "bool": (_parse_bool, "true or false"),
+    "tuple[int, ...]": (_parse_ints, "whole numbers separated by commas, e.g. 10,10,5"),
+}
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """`["q_lr=1e-3", "fanouts=10,10,5"]` -> {"q_lr": 0.001, "fanouts": (10, 10, 5)}, each value
+    parsed as its field's type. A malformed item, an unknown field or a value of the wrong kind
+    is a ConfigError naming it; ranges are checked when the Config is built."""
+    types = {f.name: f.type for f in dataclasses.fields(Config)}
+    values = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(f"--set takes FIELD=VALUE, e.g. --set q_lr=1e-3; got {item!r}.")
+        if name not in types:
+            close = difflib.get_close_matches(name, types, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(
+                f"--set {item}: Config has no field {name!r}.{hint} "
+                f"`policy-gnn --help` lists every field."
+            )
+        parse, wanted = _PARSERS[types[name]]
+        try:
+            values[name] = parse(text.strip())
+        except ValueError:
+            raise ConfigError(f"--set {item}: {name} takes {wanted}, got {text!r}.") from None
+    return values
 
 
 def parse_depths(text: str) -> tuple[int, int]:

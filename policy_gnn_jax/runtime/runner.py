@@ -201,6 +201,53 @@ def run_trainer(
     seeds = functools.partial(over_seeds, mode=seed_mode, sharding=sharding)
     if sharding is not None:
         keys = jax.device_put(keys, sharding)
+    init_v, state_like, chunk_fns, compiled = _compile(trainer, keys, seeds, sharding, lengths)
+
+    start, done, state, chunks = 0, 0, None, []
+    if checkpoint is not None:
+        restored = _restore(checkpoint, chunk_fns[lengths[0]], state_like, sharding)
+        if restored is not None:
+            start, done, state, metrics_so_far = restored
+            chunks = [metrics_so_far]
+            print(
+                f"resuming from {checkpoint.directory}: {done} of {trainer.total} "
+                f"{trainer.unit}s already done",
+                flush=True,
+            )
+    if state is None:
+        state = init_v(keys)
+    # disable=None: tqdm turns itself off when stderr is not a terminal (logs stay readable).
+    bar = tqdm(
+        total=trainer.total,
+        initial=done,
+        desc=desc,
+        unit=trainer.unit,
+        leave=False,
+        disable=None if progress else True,
+    )
+    try:
+        for index in range(start, len(lengths)):
+            state, metrics = compiled[lengths[index]](state)
+            metrics = jax.tree.map(np.asarray, metrics)
+            message = find_divergence(metrics, done, trainer.unit, hints or {})
+            if message:
+                raise DivergenceError(message)
+            chunks.append(metrics)
+            done += lengths[index]
+            bar.update(lengths[index])
+            last = index + 1 == len(lengths)
+            if checkpoint is not None and ((index + 1) % checkpoint_every == 0 or last):
+                chunks = [_concat(chunks)]  # keep it joined: the next save adds only new chunks
+                checkpoint.save(index + 1, done, state, chunks[0])
+    finally:
+        bar.close()
+    results = jax.tree.map(np.asarray, jax.jit(seeds(trainer.evaluate))(state))
+    return state, _concat(chunks), results
+
+
+def _compile(trainer: Trainer, keys, seeds, sharding, lengths: list[int]):
+    """The jitted init and chunks; the main chunk compiled ahead of time, which gives its exact
+    memory need before anything is allocated (`check_memory`)."""
     chunk_fns = {
         n: jax.jit(seeds(functools.partial(trainer.train_chunk, length=n)), donate_argnums=0)
         for n in set(lengths)
@@ -211,63 +258,27 @@ def run_trainer(
         state_like = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state_like
         )
-    # Compiling the main chunk ahead of time gives its exact memory need before any allocation.
     main = chunk_fns[lengths[0]].lower(state_like).compile()
-    check_memory(main, num_seeds, available_memory_bytes())
-    compiled = {lengths[0]: main}
+    check_memory(main, keys.shape[0], available_memory_bytes())
+    compiled = {n: main if n == lengths[0] else fn for n, fn in chunk_fns.items()}
+    return init_v, state_like, chunk_fns, compiled
 
-    start, done, state, metrics_so_far = 0, 0, None, None
-    if checkpoint is not None:
-        chunk_metrics = jax.eval_shape(chunk_fns[lengths[0]], state_like)[1]
 
-        def metrics_like(units):
-            return jax.tree.map(
-                lambda m: jax.ShapeDtypeStruct((m.shape[0], units, *m.shape[2:]), m.dtype),
-                chunk_metrics,
-            )
+def _restore(checkpoint: checkpoint_lib.Checkpointer, main_chunk, state_like, sharding):
+    """(next chunk index, units done, state, metrics so far) from `checkpoint`, or None."""
+    chunk_metrics = jax.eval_shape(main_chunk, state_like)[1]
 
-        restored = checkpoint.restore(state_like, metrics_like)
-        if restored is not None:
-            start, done, state, metrics_so_far = restored
-            if sharding is not None:
-                state = jax.device_put(state, sharding)
-            print(
-                f"resuming from {checkpoint.directory}: {done} of {trainer.total} "
-                f"{trainer.unit}s already done",
-                flush=True,
-            )
-    if state is None:
-        state = init_v(keys)
-    chunks = [metrics_so_far] if metrics_so_far is not None else []
-    # disable=None: tqdm turns itself off when stderr is not a terminal (logs stay readable).
-    bar = tqdm(
-        total=trainer.total,
-        initial=done,
-        desc=desc,
-        unit=trainer.unit,
-        leave=False,
-        disable=None if progress else True,
-    )
-    for index in range(start, len(lengths)):
-        n = lengths[index]
-        fn = compiled.get(n) or chunk_fns[n]
-        state, metrics = fn(state)
-        metrics = jax.tree.map(np.asarray, metrics)
-        message = find_divergence(metrics, done, trainer.unit, hints or {})
-        if message:
-            bar.close()
-            raise DivergenceError(message)
-        chunks.append(metrics)
-        done += n
-        bar.update(n)
-        if checkpoint is not None and (
-            (index + 1) % checkpoint_every == 0 or index + 1 == len(lengths)
-        ):
-            chunks = [_concat(chunks)]  # keep it joined: the next save adds only new chunks
-            checkpoint.save(index + 1, done, state, chunks[0])
-    bar.close()
-    results = jax.tree.map(np.asarray, jax.jit(seeds(trainer.evaluate))(state))
-    return state, _concat(chunks), results
+    def metrics_like(units):
+        return jax.tree.map(
+            lambda m: jax.ShapeDtypeStruct((m.shape[0], units, *m.shape[2:]), m.dtype),
+            chunk_metrics,
+        )
+
+    restored = checkpoint.restore(state_like, metrics_like)
+    if restored is not None and sharding is not None:
+        start, done, state, metrics = restored
+        restored = start, done, jax.device_put(state, sharding), metrics
+    return restored
 
 
 def _concat(chunks: list) -> dict:
