@@ -1,4 +1,4 @@
-"""Issue 9's adaptive-depth results: Policy-GNN+ ablated on validation, then the results table.
+"""The adaptive-depth results: Policy-GNN+ ablated on validation, then the results table.
 
   python experiments/adaptive_depth.py ablate --datasets cora citeseer --seeds 5
   python experiments/adaptive_depth.py results --datasets cora citeseer --seeds 10
@@ -20,12 +20,11 @@ import json
 import pathlib
 import sys
 
-# reproduce.py sits beside this script: its cached sweeps and atomic figure writes are reused.
-from reproduce import run_or_load, save_figure
-
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.contrib.reproduction.figures import save_figure
+from policy_gnn_jax.contrib.reproduction.runs import run_or_load
 from policy_gnn_jax.runtime import checkpoint
 
 # One switch at a time; the first value of each is the base.

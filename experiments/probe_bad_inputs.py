@@ -196,7 +196,7 @@ def probes(tmp: pathlib.Path, data_dir: str) -> list[tuple[str, list[str]]]:
             [*CLI, *CSBM, *QUICK, "--checkpoint-dir", str(ckpt_other), "--seeds", "2", *out],
         ),
         ("--checkpoint-dir damaged", [*CLI, *CSBM, *QUICK, "--checkpoint-dir", str(damaged), *out]),
-        # Issue 11: engines, sharding, ogbn-arxiv.
+        # Engines, sharding, ogbn-arxiv.
         ("--engine bogus", [*CLI, *CSBM, "--engine", "bogus", *out]),
         ("--fanouts a,b", [*CLI, *CSBM, "--fanouts", "a,b", *out]),
         ("--fanouts 5,-1", [*CLI, *CSBM, "--fanouts", "5,-1", *out]),

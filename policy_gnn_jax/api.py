@@ -313,7 +313,7 @@ def config_from_dict(values: dict) -> config_lib.Config:
     if unknown:
         raise checkpoint.CheckpointError(f"unknown config fields {sorted(unknown)} in a saved fit.")
     values = dict(values)
-    # Fits saved before the backbone field existed (2026-11) used the readout structure.
+    # Fits saved before the backbone field existed used the legacy readout structure.
     values.setdefault("backbone", "gcn-readout")
     # JSON turned every tuple field (q_hidden, fanouts) into a list.
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}

@@ -47,7 +47,7 @@ def exit_status(command, *args) -> int:
 
 def tune_malloc() -> None:
     """glibc returns XLA's large scratch buffers to the OS after every call, which doubled the
-    time of large programs here (PERFORMANCE-NOTES.md): raise both thresholds before JAX
+    time of large programs here (docs/performance.md): raise both thresholds before JAX
     allocates anything."""
     try:
         libc = ctypes.CDLL("libc.so.6")

@@ -18,13 +18,14 @@ PLUS_TRAIN_DEPTHS = ("random", "policy", "all")
 PLUS_SIGNALS = ("all", "graph", "depth")
 PLUS_REWARDS = ("loglik", "correct")
 # The deepest depth each backbone supports: the coupled GCNs stop where they are useless anyway
-# (README: 9 points lost from depth 2 to 5), the decoupled one costs one C-wide product a depth.
+# (docs/results.md: 9 points lost from depth 2 to 5); the decoupled one costs one C-wide product
+# a depth.
 MAX_DEPTH = {"gcn": 10, "gcn-readout": 10, "decoupled": 64}
 # How an MDP step trains the backbone and measures M_t (subgraph.py): on the whole graph, or on
 # padded d-hop subgraphs of the buffers' and validation nodes; "auto" picks by graph size.
 ENGINES = ("auto", "full", "subgraph")
 # "auto" picks the subgraph engine above this many nodes: below it one whole-graph step costs
-# about what a padded subgraph step costs (experiments/bench_scale.py).
+# about what a padded subgraph step costs (benchmarks/bench_scale.py).
 AUTO_SUBGRAPH_NODES = 100_000
 
 
@@ -34,15 +35,16 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Defaults are the paper's (ALGORITHM.md sections 2-5); see README for every choice."""
+    """Defaults are the paper's (docs/algorithm.md sections 2-5); section 12 there gives every
+    choice the paper leaves open. `SECTIONS` groups the fields by what they configure."""
 
     # The backbone (BACKBONES): the paper's shared GCN (section 2) unless told otherwise.
     backbone: str = "gcn"
     # Shared GCN (section 2); the decoupled backbone reads the same fields (`Config.decoupled`).
     hidden: int = 16
     dropout: float = 0.5
-    # Kipf & Welling's dropout on the input's non-zeros; ALGORITHM.md's formula starts at h_0 = X,
-    # and 0 restores it. 0.5 measured better on Cora/CiteSeer validation (README, Baselines).
+    # Kipf & Welling's dropout on the input's non-zeros; docs/algorithm.md's formula starts at
+    # h_0 = X, and 0 restores it. 0.5 measured better on Cora/CiteSeer validation (section 12).
     input_dropout: float = 0.5
     gcn_lr: float = 0.01
     weight_decay: float = 5e-4
@@ -75,14 +77,14 @@ class Config:
     eps_every: int = 10
     eps_horizon_fraction: float = 0.5
     random_policy: bool = False  # the random-policy baseline: epsilon 1, random eval depths
-    # The reference-protocol audit (ALGORITHM.md section 6): also measure the released code's
+    # The reference-protocol audit (docs/algorithm.md section 6): also measure the released code's
     # test metric at every step. Reads test labels during training, so it is opt-in and never a
     # headline. It draws from its own key and feeds nothing back, so the honest results are
     # unchanged by it.
     audit: bool = False
     # Policy-GNN+ (`--method policy-gnn-plus`, plus.py): each part a switch; the defaults are
     # the combination chosen on Cora's and CiteSeer's validation (experiments/adaptive_depth.py
-    # ablate; README, "Policy-GNN+"). It trains for `epochs` full-batch epochs.
+    # ablate; docs/adaptive-depth.md, "Policy-GNN+"). It trains for `epochs` full-batch epochs.
     # The depths the backbone trains its training nodes at: "random" (uniform, every epoch),
     # "policy" (random for the first `plus_warmup_fraction` of epochs, then the bandit's
     # epsilon-greedy choice) or "all" (the mean loss over every depth).
@@ -101,7 +103,7 @@ class Config:
     # `subgraph_nodes` nodes and `subgraph_edges` edges (self-loops included), so each shape
     # compiles once; a neighbourhood over either budget is sampled: at most `fanouts[h-1]`
     # neighbours per node at hop h (the last value repeats; 0 = all), then, if still over, a
-    # uniform subset of the hop's new nodes and edges (README, "Scale").
+    # uniform subset of the hop's new nodes and edges (docs/scale.md).
     engine: str = "auto"
     subgraph_nodes: int = 16_384
     subgraph_edges: int = 131_072
@@ -137,7 +139,7 @@ class Config:
     def decoupled(cls, dataset: str | None = None, **overrides) -> Config:
         """The decoupled backbone: depths 0..16, the fixed-depth baseline at depth 10, and the
         regularisation chosen on `dataset`'s validation nodes where it was tuned
-        (`experiments/tune_decoupled.py`; README, "Decoupled backbone")."""
+        (`experiments/tune_decoupled.py`; docs/adaptive-depth.md, "The decoupled backbone")."""
         base = dict(DECOUPLED_DEFAULTS)
         base.update(DECOUPLED_TUNED.get((dataset or "").lower(), {}))
         base.update(overrides)

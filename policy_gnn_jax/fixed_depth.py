@@ -1,4 +1,4 @@
-"""Fixed-depth baseline (ALGORITHM.md section 7): the backbone trained full-batch at one depth.
+"""Fixed-depth baseline (docs/algorithm.md section 7): the backbone trained full-batch at one depth.
 
 Top-level pure functions over a static `BaselineContext`; `make_baseline` returns a
 `trainer.Trainer` that the runner jits, vmaps over seeds and drives chunk by chunk. The

@@ -8,6 +8,7 @@ import pathlib
 import pickle
 import shutil
 import sys
+import types
 
 import jax
 import numpy as np
@@ -20,7 +21,7 @@ os.environ["POLICY_GNN_OFFLINE"] = "1"
 # The suite is dominated by compiling many small programs, which this makes about a third faster
 # (measured on tests/test_train.py: 116 s -> 79 s). It changes only how hard LLVM optimises the
 # CPU code, not what is computed; subprocesses (the CLI tests) inherit it. Speed is measured by
-# experiments/bench*.py, never here.
+# benchmarks/*.py, never here.
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
 ).strip()
@@ -104,9 +105,10 @@ def pubmed_stand_in(tmp_path_factory):
 
 
 def _experiment(name: str):
-    """experiments/NAME.py as a module (the scripts are not part of the package); the scripts
-    import each other, as they do when run from their folder."""
-    folder = str(ROOT / "experiments")
+    """experiments/NAME.py or benchmarks/NAME.py as a module (the scripts are not part of the
+    package); a script may import its siblings, as it does when run from its folder."""
+    where = "benchmarks" if (ROOT / "benchmarks" / f"{name}.py").exists() else "experiments"
+    folder = str(ROOT / where)
     spec = importlib.util.spec_from_file_location(name, f"{folder}/{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, folder)
@@ -119,7 +121,15 @@ def _experiment(name: str):
 
 @pytest.fixture(scope="session")
 def reproduce_module():
-    return _experiment("reproduce")
+    """What `experiments/reproduce.py` runs: the library behind it, by the names tests use."""
+    from policy_gnn_jax.contrib.reproduction import command, runs, tables
+
+    return types.SimpleNamespace(
+        main=command.main,
+        table=tables.table,
+        run_or_load=runs.run_or_load,
+        configs_match=runs.configs_match,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -129,5 +139,5 @@ def adaptive_depth_module():
 
 @pytest.fixture(scope="session")
 def experiment():
-    """Loads any experiments/NAME.py: `experiment("bench")`."""
+    """Loads any experiments/NAME.py or benchmarks/NAME.py: `experiment("bench")`."""
     return _experiment

@@ -82,7 +82,7 @@ def test_a_damaged_checkpoint_is_named_with_the_fix(finished, small_dataset, tmp
 
 
 def test_a_checkpoint_of_another_state_layout_is_a_short_clear_error(tmp_path):
-    """A checkpoint written before the state gained a field (session 7: the kept validation
+    """A checkpoint written before the state gained a field (the kept validation
     logits) cannot be resumed. Before: the error carried orbax's list of every saved key (about
     9 000 characters for a small run) and did not say why."""
     saved = {"params": {f"w_{i}": np.zeros((4, 4), np.float32) for i in range(40)}}

@@ -1,4 +1,5 @@
-"""Planetoid loading against the statistics of ALGORITHM.md section 10 and the shared README."""
+"""Planetoid loading against the statistics of docs/algorithm.md section 10 and the data
+folder's README."""
 
 import pathlib
 import pickle
@@ -13,7 +14,8 @@ from conftest import PLANETOID_DIR, ROOT
 
 from policy_gnn_jax import data
 
-# From ALGORITHM.md section 10 and shared/data/planetoid/README.md (computed there independently).
+# From docs/algorithm.md section 10 and shared/data/planetoid/README.md (computed there
+# independently).
 EXPECTED = {
     "cora": dict(
         nodes=2708,

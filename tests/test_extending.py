@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from conftest import ROOT
 
 import policy_gnn_jax as pg
-from conftest import ROOT
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax import methods
 
@@ -32,7 +32,7 @@ def example():
 
 
 def test_the_docs_extension_example_runs_as_written(example):
-    fit, ds, config = example["fit"], example["ds"], example["config"]
+    fit, ds = example["fit"], example["ds"]
     assert fit.record["method"] == "policy-gnn"
     assert fit.predict_depths(ds.test_index).shape == (2, len(ds.test_index))
     # Every test node is evaluated at the deepest depth, so the share says so.

@@ -104,7 +104,7 @@ def test_readout_parameter_count_is_shared(small_graph, key):
 
 @pytest.mark.parametrize("min_depth", [1, 2])
 def test_paper_gcn_parameter_count(small_graph, key, min_depth):
-    """ALGORITHM.md section 2: F*H + (K-2)*H*H + H*C, plus F*C when depth 1 is allowed."""
+    """docs/algorithm.md section 2: F*H + (K-2)*H*H + H*C, plus F*C when depth 1 is allowed."""
     f, h, c, k = small_graph.num_features, 8, 3, 5
     model = gcn.SharedGCN(hidden=h, num_classes=c, max_depth=k, min_depth=min_depth)
     params = model.init(key, small_graph, train=False)
@@ -182,7 +182,7 @@ def _symmetric_reference(plain, x):
 
 
 def numpy_paper_gcn(params, x, a_hat, min_depth, max_depth):
-    """ALGORITHM.md section 2, written from its formulas: depth 1 = Â X W_0; depth a >= 2 =
+    """docs/algorithm.md section 2, written from its formulas: depth 1 = Â X W_0; depth a >= 2 =
     Â h_{a-1} W_out with h_1 = relu(Â X W_1), h_k = relu(Â h_{k-1} W_k)."""
     p = {name: np.asarray(v, np.float64) for name, v in params["params"].items()}
     logits = {}

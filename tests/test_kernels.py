@@ -2,7 +2,7 @@
 kernels to float tolerance: products, the GCN's logits and gradients, the buffer loss, and a run.
 
 Bit-identity of two GPU runs with default XLA flags can only be checked on a GPU
-(experiments/bench.py --check-determinism); these tests pin what a CPU can: the same numbers."""
+(benchmarks/bench.py --check-determinism); these tests pin what a CPU can: the same numbers."""
 
 import chex
 import jax

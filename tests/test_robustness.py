@@ -1,4 +1,5 @@
-"""Results that cannot be silently wrong: one test per defect found in issue 8, and bad input.
+"""Results that cannot be silently wrong: one test per defect an adversarial pass found, and bad
+input.
 
 Every bad input must end in a clear error (the scripts: one `error:` line, exit status 2) before
 any training where it can be known then, never in a traceback or a plausible wrong number.

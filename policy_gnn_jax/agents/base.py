@@ -81,7 +81,7 @@ def _idle_learn(key, state, policy, transition, step):
 
 
 def random_agent(min_depth: int, max_depth: int) -> Agent:
-    """Uniformly random depths in training and at evaluation (ALGORITHM.md section 7)."""
+    """Uniformly random depths in training and at evaluation (docs/algorithm.md section 7)."""
     num_actions = max_depth - min_depth + 1
     return Agent(
         init=_random_init,

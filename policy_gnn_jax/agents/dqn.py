@@ -1,4 +1,4 @@
-"""Double DQN, the paper's meta-policy (ALGORITHM.md section 4): the pure RL operations
+"""Double DQN, the paper's meta-policy (docs/algorithm.md section 4): the pure RL operations
 (epsilon-greedy, Double-DQN targets, TD loss, one update) and `dqn_agent`, which assembles them
 with the Q-network, the replay memory and the state normaliser into an `agent.Agent`.
 """

@@ -128,7 +128,8 @@ def make_optimizer(lr: float, weight_decay: float) -> optax.GradientTransformati
     """Adam with coupled L2 on the first layer's weights (Kipf & Welling's choice).
 
     The decay is added to the gradient before Adam, as torch's Adam `weight_decay`. Decaying only
-    W_1 measured better than decaying every weight on Cora and CiteSeer validation (README).
+    W_1 measured better than decaying every weight on Cora and CiteSeer validation
+    (docs/algorithm.md section 12).
     """
 
     def first_layer_only(params):

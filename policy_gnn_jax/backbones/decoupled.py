@@ -12,10 +12,10 @@ propagations of a C-wide matrix, after one MLP.
 Why the MLP's outputs and not `Â^k X` cached once (SGC/SIGN): the cached form needs K+1 dense
 copies of the features (17 x 3327 x 3703 floats, 0.8 GB, for CiteSeer at K = 16) and an MLP per
 depth; propagating C-wide logits costs K sparse products of width C per forward pass and keeps the
-features sparse. Measured (`experiments/decoupled_forms.py`, README): the two forms tie on
-validation accuracy, and the all-depth forward each MDP step needs costs 7-19x more cached. The
-README ("Decoupled backbone") gives the validation accuracies behind the choice of alpha and the
-regularisation.
+features sparse. Measured (`benchmarks/decoupled_forms.py`, docs/adaptive-depth.md): the two
+forms tie on validation accuracy, and the all-depth forward each MDP step needs costs 7-19x more
+cached. docs/adaptive-depth.md ("The decoupled backbone") gives the validation accuracies behind
+the choice of alpha and the regularisation.
 """
 
 from __future__ import annotations

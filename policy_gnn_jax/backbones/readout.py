@@ -18,9 +18,9 @@ from policy_gnn_jax.graph.propagation import dropped_feature_matmul, propagate
 
 
 class ReadoutGCN(nn.Module):
-    """GCN layers W_1..W_K shared across depths, and one linear readout W_out (until 2026-11).
+    """GCN layers W_1..W_K shared across depths, and one linear readout W_out (legacy).
 
-    Parameters: F*H + (K-1)*H*H + H*C (no biases, as ALGORITHM.md counts them).
+    Parameters: F*H + (K-1)*H*H + H*C (no biases, as docs/algorithm.md counts them).
     """
 
     hidden: int
@@ -39,7 +39,7 @@ class ReadoutGCN(nn.Module):
         # Dropout acts on each layer's input, as in Kipf & Welling: the features (on their
         # non-zeros only, their sparse dropout: dropping zeros changes nothing and N*F random bits
         # cost more than the layer), then h_1..h_{K-1}. The readout input is not dropped. This
-        # placement measured best on Cora and CiteSeer validation (README, "Choices").
+        # placement measured best on Cora and CiteSeer validation (docs/algorithm.md section 12).
         xw = dropped_feature_matmul(g, w_1, self.input_dropout, train, self.sparse_features)
         # Â (X W_1) == (Â X) W_1, and propagating the narrow product is cheaper.
         h = nn.relu(propagate(g, xw))
@@ -53,7 +53,7 @@ class ReadoutGCN(nn.Module):
 
 
 def make_readout_gcn(config, g: graph_lib.Graph, max_depth: int) -> ReadoutGCN:
-    """The ReadoutGCN (the structure until 2026-11) a config describes, depths 1..max_depth."""
+    """The ReadoutGCN (the legacy structure) a config describes, depths 1..max_depth."""
     return ReadoutGCN(
         hidden=config.hidden,
         num_classes=g.num_classes,

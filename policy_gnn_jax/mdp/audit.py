@@ -1,4 +1,4 @@
-"""The reference-protocol audit (ALGORITHM.md section 6), an optional observer of the MDP step.
+"""The reference-protocol audit (docs/algorithm.md section 6), an optional observer of the MDP step.
 
 It measures, at every step, the released code's test metric: the macro accuracy over depth groups
 (the unweighted mean of each group's test accuracy), and the size of each group. It reads test
@@ -40,7 +40,7 @@ class AuditContext(NamedTuple):
 
 def macro_accuracy_over_depths(correct, depths, min_depth: int, max_depth: int) -> jax.Array:
     """Unweighted mean over the non-empty depth groups of each group's accuracy (the released
-    code's test metric, ALGORITHM.md section 6). correct: [T] bool; depths: [T]."""
+    code's test metric, docs/algorithm.md section 6). correct: [T] bool; depths: [T]."""
     group = depths[None, :] == jnp.arange(min_depth, max_depth + 1)[:, None]
     size = group.sum(1)
     group_acc = jnp.sum(group & correct[None, :], 1) / jnp.maximum(size, 1)

@@ -1,4 +1,4 @@
-"""The MDP (ALGORITHM.md section 3). The environment is the backbone GNN being trained.
+"""The MDP (docs/algorithm.md section 3). The environment is the backbone GNN being trained.
 
 `step(ctx, key, state, actions, val_depths)` adds the walkers' (node, depth) pairs to the action
 buffers, trains the backbone on every full buffer, measures M_t (validation accuracy with the

@@ -1,4 +1,4 @@
-"""Policy-GNN's whole MDP loop as one compiled scan (ALGORITHM.md sections 3-5).
+"""Policy-GNN's whole MDP loop as one compiled scan (docs/algorithm.md sections 3-5).
 
 One MDP step (`mdp_step`) reads top to bottom as
 

@@ -27,7 +27,8 @@ def package_versions() -> dict:
     versions["jax_backend"] = jax.default_backend()
     versions["device"] = jax.devices()[0].device_kind
     # On GPU, XLA's scatter-adds are not bit-reproducible unless XLA_FLAGS asks for deterministic
-    # ops (README, "Reproducibility"), so the flags are part of what makes a run repeatable.
+    # ops (docs/performance.md, "Reproducibility"), so the flags are part of what makes a run
+    # repeatable.
     versions["xla_flags"] = os.environ.get("XLA_FLAGS")
     return versions
 

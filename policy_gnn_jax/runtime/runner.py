@@ -51,7 +51,7 @@ def seed_sharding(num_seeds: int, devices: int | None = None) -> NamedSharding |
     Seeds never interact, so every device runs its seeds' whole loop with no communication, and
     each seed's arithmetic is the same as on one device. Uses the most devices (at most
     `devices`, default all local ones) that divide the seeds evenly: 10 seeds on 8 devices use 5.
-    On several hosts, call `jax.distributed.initialize()` first (README, "Scale").
+    On several hosts, call `jax.distributed.initialize()` first (docs/scale.md).
     """
     available = jax.local_devices()
     if devices is not None and not 1 <= devices <= len(available):
@@ -76,7 +76,7 @@ def over_seeds(fn, mode: str, sharding: NamedSharding | None):
     "map" makes a seed's bits independent of how many seeds and devices run: XLA vectorises a
     batched reduction differently for different batch sizes (a sum over rows of [64, 16] rounds
     differently under vmap batches of 1, 2 and 8 on the CPU), so under "vmap" a seed's bits
-    depend on the seeds per device. On a CPU "map" also measured faster per seed (README,
+    depend on the seeds per device. On a CPU "map" also measured faster per seed (docs/scale.md,
     "Performance"); "vmap" is the default because it is what accelerators want, and the results
     published so far were made with it.
     """

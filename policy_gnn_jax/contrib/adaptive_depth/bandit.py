@@ -2,7 +2,7 @@
 reward a node would get at that depth from its signals; the greedy choice is the argmax.
 
 No bootstrapping: a node's depth does not change which node comes next, so there is no future
-to value (ADAPTIVE-DEPTH.md). With a decoupled backbone every depth of a node is scored by one
+to value (docs/adaptive-depth.md). With a decoupled backbone every depth of a node is scored by one
 forward pass, so each observed node reports the reward of EVERY depth (full feedback), and the
 update is a regression of those rewards on the signals.
 """

@@ -1,5 +1,5 @@
 """The headroom analysis: how much a per-node depth could pay, and how much of it a policy that
-sees only label-free signals can capture (issue 9; `python experiments/reproduce.py headroom`).
+sees only label-free signals can capture (`python experiments/reproduce.py headroom`).
 
 Everything starts from the fixed-depth models: `probs` [D, S, N, C], the class probabilities of
 every node from the model trained at depth `depths[i]` alone, seed s (each model is its run's

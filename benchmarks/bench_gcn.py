@@ -1,6 +1,6 @@
 """Which GCN formulation is fastest here? Forward+backward of the training loss, in one process.
 
-  python experiments/bench_gcn.py --dataset cora
+  python benchmarks/bench_gcn.py --dataset cora
 
 Variants: the first layer as a dense `X @ W` or over X's non-zeros, and `Â @ h` as a sorted
 segment sum with plain autodiff, the same with the symmetric custom VJP (the library's choice),

@@ -1,18 +1,18 @@
 """Timings in one process (medians; the machines are shared, so read the ratios, not the ms).
 
-  python experiments/bench.py --datasets cora citeseer
+  python benchmarks/bench.py --datasets cora citeseer
 
 Per dataset:
 1. one fixed-depth GCN epoch (depth 2, 1 seed): the unit the MDP step is compared with;
 2. one Policy-GNN MDP step (1 seed, paper config) of the full compiled loop, for the dense
-   formulation (dense normaliser window, dense Q-network states: the code before issue 10) and
+   formulation (dense normaliser window, dense Q-network states: the earlier default) and
    the default (each part as `dqn.dqn_agent` picks it for the graph): `step/epoch = X.XXx`;
 3. the step against its kernel floor: one GCN forward+backward, one all-depth evaluation forward
    and one DQN update, each jitted alone;
 4. S seeds vmapped, and S seeds one after another on device (`--seed-mode map`), against one
    seed, for the GCN epoch and for the MDP step;
 5. the backbones: one MDP step and one fixed-depth epoch (1 seed) of `gcn` (the paper's
-   structure), `gcn-readout` (before 2026-11) and `decoupled` (its preset: depths 0..16, hidden
+   structure), `gcn-readout` (legacy) and `decoupled` (its preset: depths 0..16, hidden
    64), as ratios to `gcn` (`--skip-backbones` to leave it out);
 6. the kernels: one MDP step with the gather-only kernels (deterministic on GPU) against the
    segment-sum ones (`gather / scatter step`), and whether two fresh runs of one seed give the
@@ -122,9 +122,7 @@ def bench_dataset(name: str, args) -> None:
     hops = graph.train_hop_distances(ds, cfg.max_depth)
     epoch = epoch_time(cfg, g, 1, args.repeats)
     variants = {
-        "dense (before issue 10)": dqn.dqn_agent(
-            cfg, g, sparse_states=False, sparse_statistics=False
-        ),
+        "dense": dqn.dqn_agent(cfg, g, sparse_states=False, sparse_statistics=False),
         "default": dqn.dqn_agent(cfg, g),
     }
     steps = {}

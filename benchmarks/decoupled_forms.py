@@ -1,8 +1,8 @@
 """The decoupled backbone's two forms, compared on VALIDATION accuracy and on cost.
 
-  python experiments/decoupled_forms.py --datasets cora citeseer --seeds 10
+  python benchmarks/decoupled_forms.py --datasets cora citeseer --seeds 10
 
-Issue 9 asked to choose between propagating the features once and caching them (SGC / SIGN /
+This chooses between propagating the features once and caching them (SGC / SIGN /
 NDLS) and propagating an MLP's outputs (APPNP / DAGNN) by measured validation accuracy and cost.
 Both forms here use the same propagation, `P_0 = I`, `P_k = (1 - alpha) Â P_{k-1} + alpha I`
 (alpha = `Config.teleport`), and the same MLP (hidden size, dropouts, Adam with L2 on W_1, epochs,

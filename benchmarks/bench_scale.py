@@ -1,7 +1,7 @@
-"""Per-step time and memory of the full and subgraph engines as the graph grows (issue 11).
+"""Per-step time and memory of the full and subgraph engines as the graph grows.
 
-    python experiments/bench_scale.py                       # csbm, 10^4, 10^5 and 10^6 nodes
-    python experiments/bench_scale.py --sizes 10000 100000 --engines subgraph
+    python benchmarks/bench_scale.py                       # csbm, 10^4, 10^5 and 10^6 nodes
+    python benchmarks/bench_scale.py --sizes 10000 100000 --engines subgraph
 
 Everything runs in this one process, one seed, the paper's MDP defaults (depths 2-5). For each
 graph size and engine it compiles one chunk of `--episodes` episodes, runs it once to warm up and

@@ -1,0 +1,94 @@
+"""The run cache behind the reproduction: one seed sweep per folder, reused when its saved
+config, seed count, method and seed mode match, so an interrupted command resumes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+from policy_gnn_jax import api, data, methods
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.runtime import checkpoint, records
+
+
+def _as_json(cfg: config_lib.Config) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None) -> bool:
+    """Whether a saved run's config is `cfg`. A field the saved config lacks was added to
+    `Config` after the run; it matches at its default value, because a new field's default keeps
+    the code's earlier behaviour (each such change was checked bit-identical), so adding a field
+    does not invalidate every saved run. For a `method` other than policy-gnn-plus, the `plus_*`
+    fields are not compared: only policy-gnn-plus reads them (plus.py)."""
+    current, defaults = _as_json(cfg), _as_json(config_lib.Config())
+    if not set(saved) <= set(current):
+        return False
+    if method is not None and method != "policy-gnn-plus":
+        current = {k: v for k, v in current.items() if not k.startswith("plus_")}
+    return all(saved[k] == v if k in saved else v == defaults[k] for k, v in current.items())
+
+
+def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", seed=0) -> dict:
+    """Runs one sweep unless a matching results.json is already saved there (same config, seeds,
+    method and seed mode; records from before the mode was recorded were all vmapped)."""
+    path = out / "results.json"
+    if path.exists():
+        record = checkpoint.read_json(path)  # a truncated file is named, with what to do
+        if (
+            configs_match(record["config"], cfg, method)
+            and record["seeds"] == seeds
+            and record["method"] == method
+            and record.get("seed_mode", "vmap") == seed_mode
+        ):
+            print(f"reusing {path}: {methods.summary_line(record)}")
+            return record
+    record = api.fit(ds, cfg, method=method, seeds=seeds, seed=seed, seed_mode=seed_mode).record
+    records.save(record, out)
+    print(methods.summary_line(record))
+    return record
+
+
+def base_config(args, dataset: str | None = None, **overrides) -> config_lib.Config:
+    """The preset (paper defaults, or `tiny` for smoke runs) with the command's overrides; for
+    the decoupled backbone, its defaults and the regularisation tuned for `dataset`."""
+    preset = config_lib.Config.tiny if args.preset == "tiny" else config_lib.Config.paper
+    if args.backbone == "decoupled":
+        backbone_values = dict(config_lib.DECOUPLED_DEFAULTS)
+        backbone_values.update(config_lib.DECOUPLED_TUNED.get(dataset or "", {}))
+        if args.preset == "tiny":  # keep the tiny depths
+            for name in ("min_depth", "max_depth", "depth", "epochs"):
+                backbone_values.pop(name)
+        overrides = {**backbone_values, **overrides}
+    else:
+        overrides.setdefault("backbone", args.backbone)
+    if args.episodes is not None:
+        overrides.setdefault("num_episodes", args.episodes)
+    return preset(**overrides)
+
+
+def policy_config(args, method, dataset=None, **overrides) -> config_lib.Config:
+    """Policy-GNN or the random policy; with the audit on unless --no-audit (the audit has its
+    own key and feeds nothing back, so the honest numbers are the same either way)."""
+    return base_config(
+        args, dataset, random_policy=(method == "random"), audit=args.audit, **overrides
+    )
+
+
+def dataset_runs(name, args, out_root) -> dict:
+    ds = data.load_dataset(name, data_dir=args.data_dir)
+    base = base_config(args, name)
+    runs = {}
+    lowest = 0 if base.backbone == "decoupled" else 1
+    for depth in range(lowest, base.max_depth + 1):
+        cfg = dataclasses.replace(base, depth=depth)
+        runs[f"gcn-d{depth}"] = run_or_load(
+            out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds, args.seed_mode
+        )
+    for method in ("random", "policy-gnn"):
+        cfg = policy_config(args, method, name)
+        runs[method] = run_or_load(
+            out_root / name / method, ds, cfg, method, args.seeds, args.seed_mode
+        )
+    return runs
