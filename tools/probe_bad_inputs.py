@@ -1,0 +1,68 @@
+"""Feed the project bad inputs and faults, as an adversarial user would, and tabulate the outcome.
+
+  python tools/probe_bad_inputs.py --data-dir ../shared/data/planetoid --out probes
+
+The probes are `tools/probes.py`'s table (the tests run the same table in process). Here each
+runs in a fresh process and is classified:
+- `clear error`: non-zero exit, the last stderr line starts with `error:` (scripts) or names the
+  exception type and the problem (API), and no traceback from inside JAX or the library;
+- `TRACEBACK` / `EXIT 0 (wrong)` / `UNCLEAR`: a failure of the project.
+Writes <out>/probes.md and <out>/probes.json, and exits 1 if any probe failed that way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import probes  # tools/probes.py, beside this script
+
+from policy_gnn_jax.runtime import checkpoint
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--data-dir", required=True, help="the Planetoid folder (Cora is used)")
+    p.add_argument("--out", default="results/probes")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        help="run only the probes whose name contains one of these",
+    )
+    args = p.parse_args()
+    out = checkpoint.check_writable_dir(args.out)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = pathlib.Path(tmp_name)
+        paths = probes.prepare(tmp, args.data_dir)
+        env = {**os.environ, "POLICY_GNN_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp / "cache")}
+        env.pop("POLICY_GNN_DATA", None)
+        for name, command in probes.all_commands(paths):
+            if args.only and not any(part in name for part in args.only):
+                continue
+            result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+            outcome, message = probes.classify(result)
+            rows.append({"probe": name, "exit": result.returncode, "outcome": outcome,
+                         "message": message[:400]})  # fmt: skip
+            print(f"[{outcome}] {name}: exit {result.returncode}: {message[:160]}", flush=True)
+    failures = [r for r in rows if r["outcome"] != "clear error"]
+    lines = ["| # | probe | exit | outcome | message |", "|---|---|---|---|---|"]
+    for i, r in enumerate(rows, 1):
+        message = r["message"].replace("|", "\\|")
+        lines.append(f"| {i} | {r['probe']} | {r['exit']} | {r['outcome']} | {message} |")
+    summary = (
+        f"\n{len(rows)} probes: {len(rows) - len(failures)} clear errors, {len(failures)} not.\n"
+    )
+    checkpoint.atomic_write_text(out / "probes.md", "\n".join(lines) + summary)
+    checkpoint.atomic_write_json(out / "probes.json", rows)
+    print(summary)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

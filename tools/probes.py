@@ -1,0 +1,374 @@
+"""Bad inputs and faults, as an adversarial user would try them: the project's probe table.
+
+Each probe is a command line (`@cli` = the policy-gnn command, `@reproduce` = reproduce.py,
+`@NAME` = experiments/ or benchmarks/NAME.py) or a Python snippet against the API; `{name}` in an
+argument is a file `prepare` made. Every probe must end in one clear error: a non-zero exit whose
+last stderr line starts with `error:` (or names the exception and the problem, for the API), and
+no traceback. `tests/test_probes.py` runs each in process; `tools/probe_bad_inputs.py` runs each
+in a fresh process and writes the table.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# A tiny generated graph for probes that need a run to start.
+CSBM = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1"]
+QUICK = ["--episodes", "1", "--steps-per-episode", "2", "--buffer-size", "16"]
+OUT = ["--out", "{tmp}/out"]
+ARXIV = ["--dataset", "ogbn-arxiv", "--no-download", "--data-dir"]
+
+CLI_PROBES = [
+    ("unknown dataset name", ["@cli", "--dataset", "coraa", *OUT]),
+    ("unknown backbone", ["@cli", *CSBM, "--backbone", "gat", *OUT]),
+    ("depth 0 on the gcn backbone", ["@cli", *CSBM, "--depths", "0-5", *OUT]),
+    (
+        "decoupled depths above 64",
+        ["@cli", *CSBM, "--backbone", "decoupled", "--depths", "0-100", *OUT],
+    ),
+    ("teleport NaN", ["@cli", *CSBM, "--backbone", "decoupled", "--teleport", "nan", *OUT]),
+    ("teleport 1", ["@cli", *CSBM, "--backbone", "decoupled", "--teleport", "1", *OUT]),
+    ("hidden -1", ["@cli", *CSBM, "--hidden", "-1", *OUT]),
+    ("dropout 1", ["@cli", *CSBM, "--dropout", "1", *OUT]),
+    ("negative weight decay", ["@cli", *CSBM, "--weight-decay", "-1", *OUT]),
+    (
+        "fixed depth -1 (decoupled)",
+        ["@cli", *CSBM, "--backbone", "decoupled", "--method", "gcn", "--depth", "-1", *OUT],
+    ),
+    (
+        "Policy-GNN+ diverging (--gcn-lr 1e30)",
+        ["@cli", *CSBM, "--method", "policy-gnn-plus", "--backbone", "decoupled"]
+        + ["--epochs", "20", "--gcn-lr", "1e30", *OUT],
+    ),
+    (
+        "Policy-GNN+ with 0 epochs",
+        ["@cli", *CSBM, "--method", "policy-gnn-plus", "--epochs", "0", *OUT],
+    ),
+    ("empty dataset name", ["@cli", "--dataset", "", *OUT]),
+    ("unknown method", ["@cli", "--method", "gat", *OUT]),
+    ("unknown transition", ["@cli", "--transition", "teleport", *OUT]),
+    ("--seeds 0", ["@cli", *CSBM[:-2], "--seeds", "0", *OUT]),
+    ("--seeds -3", ["@cli", *CSBM[:-2], "--seeds", "-3", *OUT]),
+    ("--seeds not a number", ["@cli", "--seeds", "ten", *OUT]),
+    (
+        "--seeds 1000000 on Cora (memory)",
+        ["@cli", "--dataset", "cora", "--data-dir", "{data_dir}", "--seeds", "1000000", *OUT],
+    ),
+    ("--seed 2**64", ["@cli", *CSBM, "--seed", "18446744073709551616", *OUT]),
+    ("--seed -1", ["@cli", *CSBM, "--seed", "-1", *OUT]),
+    ("--depths 2-", ["@cli", *CSBM, "--depths", "2-", *OUT]),
+    ("--depths 5-2", ["@cli", *CSBM, "--depths", "5-2", *OUT]),
+    ("--depths 0-3", ["@cli", *CSBM, "--depths", "0-3", *OUT]),
+    ("--depths 1-11", ["@cli", *CSBM, "--depths", "1-11", *OUT]),
+    ("--depths abc", ["@cli", *CSBM, "--depths", "abc", *OUT]),
+    ("--depth 0 (gcn)", ["@cli", *CSBM, "--method", "gcn", "--depth", "0", *OUT]),
+    ("--epochs 0", ["@cli", *CSBM, "--method", "gcn", "--epochs", "0", *OUT]),
+    ("--episodes 0", ["@cli", *CSBM, "--episodes", "0", *OUT]),
+    ("--episodes -5", ["@cli", *CSBM, "--episodes", "-5", *OUT]),
+    ("--steps-per-episode 0", ["@cli", *CSBM, "--steps-per-episode", "0", *OUT]),
+    ("--buffer-size 0", ["@cli", *CSBM, "--buffer-size", "0", *OUT]),
+    ("--episodes-per-call 0", ["@cli", *CSBM, "--episodes-per-call", "0", *OUT]),
+    ("--gcn-lr 0", ["@cli", *CSBM, "--gcn-lr", "0", *OUT]),
+    ("--gcn-lr -1", ["@cli", *CSBM, "--gcn-lr", "-1", *OUT]),
+    ("--gcn-lr nan", ["@cli", *CSBM, "--gcn-lr", "nan", *OUT]),
+    ("--q-lr inf", ["@cli", *CSBM, "--q-lr", "inf", *OUT]),
+    (
+        "--gcn-lr 1e30 on Cora (GCN diverges)",
+        [
+            "@cli",
+            "--dataset",
+            "cora",
+            "--data-dir",
+            "{data_dir}",
+            "--seeds",
+            "1",
+            "--episodes",
+            "2",
+            "--gcn-lr",
+            "1e30",
+            *OUT,
+        ],
+    ),
+    ("--gcn-lr 1e30, fixed depth", ["@cli", *CSBM, "--method", "gcn", "--gcn-lr", "1e30", *OUT]),
+    (
+        "--q-lr 1e30 (Q-network diverges)",
+        ["@cli", *CSBM, "--episodes", "3", "--q-lr", "1e30", *OUT],
+    ),
+    (
+        "--data-dir does not exist",
+        ["@cli", "--dataset", "cora", "--data-dir", "/no/such/dir", *OUT],
+    ),
+    ("--data-dir is a file", ["@cli", "--dataset", "cora", "--data-dir", "{a_file}", *OUT]),
+    (
+        "--data-dir empty, --no-download",
+        ["@cli", "--dataset", "cora", "--data-dir", "{empty}", "--no-download", *OUT],
+    ),
+    (
+        "a raw file with one byte flipped",
+        ["@cli", "--dataset", "cora", "--data-dir", "{corrupt}", *OUT],
+    ),
+    ("a truncated raw file", ["@cli", "--dataset", "cora", "--data-dir", "{truncated}", *OUT]),
+    ("--out is an existing file", ["@cli", *CSBM, *QUICK, "--out", "{a_file}"]),
+    ("--out below a file", ["@cli", *CSBM, *QUICK, "--out", "{a_file}/x"]),
+    ("--out in /proc (unwritable)", ["@cli", *CSBM, *QUICK, "--out", "/proc/policy_gnn_out"]),
+    (
+        "--csbm-nodes 100 (splits cannot fit)",
+        ["@cli", "--dataset", "csbm", "--csbm-nodes", "100", *OUT],
+    ),
+    ("--csbm-nodes 0", ["@cli", "--dataset", "csbm", "--csbm-nodes", "0", *OUT]),
+    ("--csbm-homophily 1.5", ["@cli", *CSBM, "--csbm-homophily", "1.5", *OUT]),
+    ("--csbm-homophily nan", ["@cli", *CSBM, "--csbm-homophily", "nan", *OUT]),
+    (
+        "--checkpoint-dir is a file",
+        ["@cli", *CSBM, *QUICK, "--checkpoint-dir", "{a_file}", *OUT],
+    ),
+    ("--checkpoint-every 0", ["@cli", *CSBM, *QUICK, "--checkpoint-every", "0", *OUT]),
+    (
+        "--checkpoint-dir of another run",
+        ["@cli", *CSBM, *QUICK, "--checkpoint-dir", "{ckpt_other}", "--seeds", "2", *OUT],
+    ),
+    ("--checkpoint-dir damaged", ["@cli", *CSBM, *QUICK, "--checkpoint-dir", "{damaged}", *OUT]),
+    # Engines, sharding, ogbn-arxiv.
+    ("--engine bogus", ["@cli", *CSBM, "--engine", "bogus", *OUT]),
+    ("--fanouts a,b", ["@cli", *CSBM, "--fanouts", "a,b", *OUT]),
+    ("--fanouts 5,-1", ["@cli", *CSBM, "--fanouts", "5,-1", *OUT]),
+    (
+        "--subgraph-nodes 1",
+        ["@cli", *CSBM, "--engine", "subgraph", "--subgraph-nodes", "1", *OUT],
+    ),
+    (
+        "--subgraph-edges below --subgraph-nodes",
+        ["@cli", *CSBM, "--subgraph-nodes", "100", "--subgraph-edges", "50", *OUT],
+    ),
+    (
+        "--subgraph-nodes below the training nodes",
+        ["@cli", *CSBM, *QUICK, "--engine", "subgraph", "--subgraph-nodes", "10", *OUT],
+    ),
+    ("--devices 99", ["@cli", *CSBM, *QUICK, "--devices", "99", *OUT]),
+    ("--devices 0", ["@cli", *CSBM, *QUICK, "--devices", "0", *OUT]),
+    ("--seed-mode bogus", ["@cli", *CSBM, *QUICK, "--seed-mode", "bogus", *OUT]),
+    ("--csbm-features 0", ["@cli", *CSBM, "--csbm-features", "0", *OUT]),
+    ("--csbm-degree -1", ["@cli", *CSBM, "--csbm-degree", "-1", *OUT]),
+    ("ogbn-arxiv: no zip, --no-download", ["@cli", *ARXIV, "{empty}", *OUT]),
+    ("ogbn-arxiv: arxiv.zip is not a zip", ["@cli", *ARXIV, "{not_zip}", *OUT]),
+    ("ogbn-arxiv: zip holding only the edges", ["@cli", *ARXIV, "{partial_zip}", *OUT]),
+]
+
+SCRIPT_PROBES = [
+    (
+        "reproduce: unknown dataset",
+        ["@reproduce", "table", "--datasets", "coraa", "--out", "{tmp}/rep"],
+    ),
+    (
+        "reproduce: --data-dir does not exist",
+        [
+            "@reproduce",
+            "table",
+            "--datasets",
+            "cora",
+            "--data-dir",
+            "/no/such/dir",
+            "--out",
+            "{tmp}/rep",
+        ],
+    ),
+    (
+        "reproduce: truncated results.json",
+        [
+            "@reproduce",
+            "table",
+            "--datasets",
+            "cora",
+            "--data-dir",
+            "{data_dir}",
+            "--preset",
+            "tiny",
+            "--seeds",
+            "1",
+            "--out",
+            "{bad_results}",
+        ],
+    ),
+    ("reproduce: figures with no runs", ["@reproduce", "figures", "--out", "{tmp}/none"]),
+    (
+        "reproduce: fig1 unknown dataset",
+        ["@reproduce", "fig1", "--dataset", "x", "--out", "{tmp}/rep"],
+    ),
+    ("reproduce: --seeds 0", ["@reproduce", "table", "--seeds", "0", "--out", "{tmp}/rep"]),
+    ("reproduce: --out is a file", ["@reproduce", "table", "--out", "{a_file}"]),
+    (
+        "reproduce: --headroom-json below a file",
+        ["@reproduce", "headroom", "--headroom-json", "{a_file}/h.json", "--out", "{tmp}"],
+    ),
+    (
+        "adaptive_depth: missing --ablation-json",
+        ["@adaptive_depth", "results", "--ablation-json", "{tmp}/none.json"],
+    ),
+    (
+        "adaptive_depth: --results-json below a file",
+        ["@adaptive_depth", "results", "--results-json", "{a_file}/r.json"],
+    ),
+    ("bench: unknown dataset", ["@bench", "--datasets", "coraa"]),
+    ("bench: --seeds 0", ["@bench", "--seeds", "0"]),
+    ("bench_gcn: --hidden 0", ["@bench_gcn", "--hidden", "0"]),
+    ("bench_scale: graph below its splits", ["@bench_scale", "--sizes", "100"]),
+    ("decoupled_forms: --seeds 0", ["@decoupled_forms", "--seeds", "0"]),
+    ("tune_decoupled: unknown dataset", ["@tune_decoupled", "--datasets", "x"]),
+]
+
+API_PRELUDE = """
+import warnings, numpy as np, policy_gnn_jax as pg
+warnings.simplefilter("ignore")
+rng = np.random.default_rng(0)
+n = 60
+labels = np.arange(n) % 2
+x = rng.normal(size=(n, 4))
+e = np.stack([np.arange(n - 1), np.arange(1, n)])
+tr, va, te = np.arange(0, 10), np.arange(10, 30), np.arange(30, 60)
+"""
+API_CATCH = """
+try:
+    {body}
+except (ValueError, FloatingPointError, pg.DataError) as err:
+    print(f"error: {{type(err).__name__}}: {{err}}", file=__import__("sys").stderr)
+    raise SystemExit(2)
+"""
+
+
+API_PROBES = [
+    ("API: NaN feature", "x[3, 1] = np.nan; pg.from_arrays(x, e, labels, tr, va, te)"),
+    (
+        "API: directed, symmetrise=False",
+        "pg.from_arrays(x, e, labels, tr, va, te, symmetrise=False)",
+    ),
+    (
+        "API: hand-built Dataset with directed edges",
+        "import scipy.sparse as sp; pg.Dataset('d', sp.csr_matrix(x, dtype=np.float32), "
+        "labels.astype(np.int32), e.astype(np.int32), tr.astype(np.int32), "
+        "va.astype(np.int32), te.astype(np.int32), 2)",
+    ),
+    ("API: edges as floats", "pg.from_arrays(x, e + 0.5, labels, tr, va, te)"),
+    ("API: edge id out of range", "pg.from_arrays(x, e + 1, labels, tr, va, te)"),
+    ("API: overlapping splits", "pg.from_arrays(x, e, labels, tr, tr, te)"),
+    ("API: unlabelled test node", "labels[40] = -1; pg.from_arrays(x, e, labels, tr, va, te)"),
+    ("API: boolean mask as split", "pg.from_arrays(x, e, labels, np.arange(n) < 10, va, te)"),
+    ("API: labels of the wrong length", "pg.from_arrays(x, e, labels[:10], tr, va, te)"),
+    (
+        "API: unknown method",
+        "ds = pg.from_arrays(x, e, labels, tr, va, te); pg.fit(ds, pg.Config.tiny(), method='gat')",
+    ),
+    (
+        "API: seeds=0",
+        "ds = pg.from_arrays(x, e, labels, tr, va, te); pg.fit(ds, pg.Config.tiny(), seeds=0)",
+    ),
+    ("API: load a folder with no fit", "pg.load('/tmp')"),
+    (
+        "API: two graphs in a GraphsTuple",
+        "import jraph; g = pg.from_arrays(x, e, labels, tr, "
+        "va, te).to_jraph(); pg.from_jraph(jraph.batch([g, g]), labels, tr, va, te)",
+    ),
+    ("API: Config(dropout=1.0)", "pg.Config(dropout=1.0)"),
+    ("API: depth 0 on the GCN backbone", "pg.Config(min_depth=0)"),
+    ("API: unknown backbone", "pg.Config(backbone='gat')"),
+    ("API: Policy-GNN+ switch misspelt", "pg.Config(plus_train_depths='some')"),
+    ("API: Policy-GNN+ policy half of 100%", "pg.Config(plus_policy_fraction=1.0)"),
+    (
+        "API: predict node out of range",
+        "ds = pg.from_arrays(x, e, labels, tr, va, te); "
+        "f = pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, progress=False); "
+        "f.predict([0, 10**6])",
+    ),
+]
+
+
+def prepare(tmp: pathlib.Path, data_dir: str) -> dict[str, str]:
+    """Makes the damaged files and folders the probes name; returns {name: path}."""
+    corrupt, truncated, empty = tmp / "corrupt", tmp / "truncated", tmp / "empty"
+    for folder in (corrupt, truncated, empty):
+        folder.mkdir(exist_ok=True)
+    for name in os.listdir(data_dir):
+        if name.startswith("ind.cora."):
+            shutil.copy(pathlib.Path(data_dir, name), corrupt / name)
+            shutil.copy(pathlib.Path(data_dir, name), truncated / name)
+    raw = bytearray((corrupt / "ind.cora.x").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (corrupt / "ind.cora.x").write_bytes(bytes(raw))
+    graph = (truncated / "ind.cora.graph").read_bytes()
+    (truncated / "ind.cora.graph").write_bytes(graph[: len(graph) // 2])
+    a_file = tmp / "a_file"
+    a_file.write_text("x")
+    bad_results = tmp / "bad_results"
+    (bad_results / "cora" / "gcn-d1").mkdir(parents=True, exist_ok=True)
+    (bad_results / "cora" / "gcn-d1" / "results.json").write_text('{"dataset": "co')
+    not_zip, partial_zip = tmp / "arxiv_not_zip", tmp / "arxiv_partial"
+    for folder in (not_zip, partial_zip):
+        folder.mkdir(exist_ok=True)
+    (not_zip / "arxiv.zip").write_bytes(b"not a zip")
+    with zipfile.ZipFile(partial_zip / "arxiv.zip", "w") as z:
+        z.writestr("arxiv/raw/edge.csv.gz", gzip.compress(b"0,1\n"))
+    ckpt_other = tmp / "ckpt_other"
+    damaged = tmp / "ckpt_damaged"
+    _prepare_checkpoints(tmp)
+    names = ("tmp", "corrupt", "truncated", "empty", "a_file", "bad_results", "not_zip",
+             "partial_zip", "ckpt_other", "damaged")  # fmt: skip
+    where = locals()
+    paths = {name: str(where[name]) for name in names}
+    return {**paths, "data_dir": str(data_dir)}
+
+
+def _prepare_checkpoints(tmp: pathlib.Path) -> None:
+    """A finished checkpoint of another run (1 seed), and a damaged copy of it."""
+    other, damaged = tmp / "ckpt_other", tmp / "ckpt_damaged"
+    cli = [sys.executable, "-m", "policy_gnn_jax.cli", "--no-progress"]
+    subprocess.run([*cli, *CSBM, *QUICK, "--checkpoint-dir", str(other), "--out",
+                    str(tmp / "ckpt_out")], check=True, capture_output=True)  # fmt: skip
+    shutil.copytree(other, damaged)
+    for path in damaged.rglob("*"):
+        if path.is_file() and "run" in path.parts:
+            path.write_bytes(b"garbage")
+
+
+def expand(command: list[str], paths: dict[str, str]) -> list[str]:
+    """A probe's arguments with the prepared paths filled in."""
+    return [part.format(**paths) for part in command]
+
+
+def script_path(name: str) -> pathlib.Path:
+    for folder in ("experiments", "benchmarks"):
+        if (ROOT / folder / f"{name}.py").exists():
+            return ROOT / folder / f"{name}.py"
+    raise KeyError(name)
+
+
+def all_commands(paths: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """Every probe as (name, argv of a fresh process)."""
+    commands = []
+    for name, command in CLI_PROBES + SCRIPT_PROBES:
+        target, *args = expand(command, paths)
+        if target == "@cli":
+            head = [sys.executable, "-m", "policy_gnn_jax.cli", "--no-progress"]
+        else:
+            head = [sys.executable, str(script_path(target[1:]))]
+        commands.append((name, head + args))
+    for name, body in API_PROBES:
+        commands.append((name, [sys.executable, "-c", API_PRELUDE + API_CATCH.format(body=body)]))
+    return commands
+
+
+def classify(result: subprocess.CompletedProcess) -> tuple[str, str]:
+    err = result.stderr.strip()
+    last = err.splitlines()[-1] if err else ""
+    if result.returncode == 0:
+        return "EXIT 0 (wrong)", result.stdout.strip().splitlines()[-1:][0] if result.stdout else ""
+    if "Traceback" in err:
+        return "TRACEBACK", last
+    if last.startswith("error:") or last.startswith("policy-gnn: error:") or ": error:" in last:
+        return "clear error", last
+    return "UNCLEAR", last
