@@ -1,0 +1,87 @@
+"""The command line a newcomer reads: grouped flags, `--set FIELD=VALUE` for every Config field,
+`--show-config`, and every earlier flag still accepted."""
+
+import dataclasses
+import re
+
+import pytest
+
+from policy_gnn_jax import cli
+from policy_gnn_jax import config as config_lib
+
+
+def _config(*argv):
+    return cli.config_from_args(cli.build_parser().parse_args(list(argv)))
+
+
+def test_every_config_field_is_in_exactly_one_section():
+    listed = [name for names in config_lib.SECTIONS.values() for name in names]
+    fields = [f.name for f in dataclasses.fields(config_lib.Config)]
+    assert sorted(listed) == sorted(fields)
+
+
+def test_help_shows_at_most_twenty_flags_in_groups(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    shown = set(re.findall(r"^  (--[a-z-]+)", text, re.M))
+    assert "--set" in shown and "--show-config" in shown
+    assert len(shown - {"--set", "--show-config"}) <= 20, sorted(shown)
+    for group in ("what to run:", "depths and length:", "how it runs:", "data and output:"):
+        assert group in text
+    assert "--q-lr" not in shown and "--csbm-nodes" not in shown  # hidden, still accepted
+
+
+@pytest.mark.parametrize(
+    "item, field, value",
+    [
+        ("hidden=32", "hidden", 32),
+        ("q_lr=1e-3", "q_lr", 0.001),
+        ("transition=walk", "transition", "walk"),
+        ("audit=true", "audit", True),
+        ("random_policy=0", "random_policy", False),
+        ("fanouts=10,10,5", "fanouts", (10, 10, 5)),
+        ("q_hidden=64", "q_hidden", (64,)),
+    ],
+)
+def test_set_parses_each_field_by_its_type(item, field, value):
+    assert getattr(_config("--set", item), field) == value
+
+
+def test_set_wins_over_a_flag_and_old_flags_still_work():
+    assert _config("--hidden", "32", "--set", "hidden=8").hidden == 8
+    assert _config("--q-lr", "0.002").q_lr == 0.002
+    assert _config("--fanouts", "3,2").fanouts == (3, 2)
+    assert _config("--backbone", "decoupled", "--set", "teleport=0.2").teleport == 0.2
+
+
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("qlr=1", "no field 'qlr'. Did you mean q_lr"),
+        ("hidden=16.5", "hidden takes a whole number, got '16.5'"),
+        ("hidden", "--set takes FIELD=VALUE"),
+        ("=3", "--set takes FIELD=VALUE"),
+        ("audit=maybe", "audit takes true or false"),
+        ("fanouts=a,b", "fanouts takes whole numbers separated by commas"),
+        ("dropout=1.5", "dropout must be in [0, 1)"),
+    ],
+)
+def test_a_bad_set_is_one_error_line(item, message, capsys, tmp_path):
+    code = cli.main(["--set", item, "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_show_config_prints_every_field_by_section_and_trains_nothing(capsys, tmp_path):
+    code = cli.main(["--data-dir", str(tmp_path / "none"), "--set", "gamma=0.9", "--show-config"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert [line.strip("[]") for line in out.splitlines() if line.startswith("[")] == list(
+        config_lib.SECTIONS
+    )
+    assert "  gamma = 0.9" in out.splitlines()
+    assert len([line for line in out.splitlines() if " = " in line]) == len(
+        dataclasses.fields(config_lib.Config)
+    )
