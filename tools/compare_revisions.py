@@ -3,8 +3,9 @@
     python tools/compare_revisions.py --before 5607949            # against the working tree
     python tools/compare_revisions.py --before A --after B
 
-Each command is `experiments/run.py ...` run in a clean `git worktree` of the revision (the working
-tree for the "after" side when no --after is given), with that tree first on PYTHONPATH. The two
+Each command is `experiments/run.py ...` run in a clean `git worktree` of the revision (for the
+"after" side with no --after, a copy of the working tree taken at the start, so edits made while it
+runs change nothing), with that tree first on PYTHONPATH. The two
 `results.json` are compared field by field (every field but the wall time and package versions;
 the config compared on the fields both revisions have) and the two `snapshots.npz` array by array,
 bit for bit. "Before" outputs are cached under --cache by revision and command, so a rerun after
@@ -51,6 +52,22 @@ def worktree(rev: str, where: pathlib.Path) -> pathlib.Path:
             check=True,
             capture_output=True,
         )
+    return where
+
+
+def copy_of_work_tree(where: pathlib.Path) -> pathlib.Path:
+    """The files git tracks or would track (not the ignored ones), copied as they are now."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"],
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        source = ROOT / name.decode()
+        if source.is_file():
+            target = where / name.decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
     return where
 
 
@@ -101,10 +118,11 @@ def main() -> int:
     before_rev = rev(args.before)
     before_tree = worktree(before_rev, cache / f"tree-{before_rev[:12]}")
     after_rev = None if args.after is None else rev(args.after)
-    after_tree = (
-        ROOT if after_rev is None else worktree(after_rev, cache / f"tree-{after_rev[:12]}")
-    )
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="after-", dir=cache))
+    if after_rev is None:
+        after_tree = copy_of_work_tree(scratch / "tree")
+    else:
+        after_tree = worktree(after_rev, cache / f"tree-{after_rev[:12]}")
     failures = 0
     for name in args.only or COMMANDS:
         line = COMMANDS[name]
