@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import io
 import json
 import pathlib
 import time
@@ -26,7 +25,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse as sp
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph, methods
@@ -34,10 +32,9 @@ from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones.base import Backbone
 from policy_gnn_jax.mdp import loop
-from policy_gnn_jax.runtime import checkpoint, records, runner
+from policy_gnn_jax.runtime import checkpoint, records, runner, saved_fit
 
 METHODS = methods.names()
-_FORMAT = 1
 
 
 def run_fingerprint(
@@ -48,6 +45,38 @@ def run_fingerprint(
     parts = [ds.fingerprint(), dataclasses.asdict(config), method, seeds, seed]
     blob = json.dumps(parts + [list(custom)] if custom else parts, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode):
+    """What `fit` is given, checked before anything is built (a wrong type would otherwise
+    fail deep inside JAX, or after the first chunk has trained)."""
+    if not isinstance(dataset, data.Dataset):
+        raise data.InvalidDatasetError(
+            f"dataset must be a policy_gnn_jax.Dataset (from_arrays, from_jraph, load_dataset), "
+            f"got {type(dataset).__name__}."
+        )
+    if not isinstance(config, config_lib.Config):
+        raise config_lib.ConfigError(
+            f"config must be a policy_gnn_jax.Config, got {type(config).__name__}: build one "
+            f"with Config(**values) or Config.paper(**overrides)."
+        )
+    for name, value in {"seeds": seeds, "checkpoint_every": checkpoint_every}.items():
+        if not _whole(value) or value < 1:
+            raise config_lib.ConfigError(f"{name} must be a whole number >= 1, got {value!r}.")
+    if devices is not None and (not _whole(devices) or devices < 1):
+        raise config_lib.ConfigError(
+            f"devices must be None or a whole number >= 1, got {devices!r}."
+        )
+    if not isinstance(progress, bool):
+        raise config_lib.ConfigError(f"progress must be True or False, got {progress!r}.")
+    if seed_mode not in runner.SEED_MODES:
+        raise config_lib.ConfigError(
+            f"seed_mode must be one of {runner.SEED_MODES}, got {seed_mode!r}."
+        )
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 def _check_custom(method: methods.Method, backbone, agent) -> None:
@@ -107,7 +136,8 @@ def fit(
       ConfigError, InvalidDatasetError, ResourceError, CheckpointError (all ValueError): bad
       input; DivergenceError (FloatingPointError): training produced NaN/inf.
     """
-    config = config or config_lib.Config.paper()
+    config = config_lib.Config.paper() if config is None else config
+    _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode)
     entry = methods.get(method)
     _check_custom(entry, backbone, agent)
     config = entry.prepare(config)
@@ -127,7 +157,7 @@ def fit(
             keys,
             desc=f"{entry.describe(config)} on {dataset.name}",
             progress=progress,
-            hints=entry.hints(config),
+            hints=_hints(entry, config, dataset),
             checkpoint=ckpt,
             checkpoint_every=checkpoint_every,
             devices=devices,
@@ -145,6 +175,24 @@ def fit(
     )
     fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
     return fitted
+
+
+# Features beyond this overflow float32 products within a layer or two: a divergence is then
+# the data's scale, and lowering a learning rate would not help.
+LARGE_FEATURE = 1e6
+
+
+def _hints(entry: methods.Method, config, ds: data.Dataset) -> dict:
+    """The divergence fix per network; a first fix of the data when its features are huge."""
+    hints = dict(entry.hints(config))
+    values = ds.features.data
+    largest = float(np.abs(values).max()) if values.size else 0.0
+    if largest > LARGE_FEATURE:
+        hints["backbone"] = (
+            f"The features reach {largest:.3g}: rescale them first (e.g. divide by their largest "
+            f"value, or row-normalise). Else: {hints['backbone']}"
+        )
+    return hints
 
 
 def _record(entry: methods.Method, ds, config, g, metrics, results, wall, seeds, seed, seed_mode):
@@ -249,61 +297,26 @@ class Fit:
         """[S, M] each seed's class prediction for each node at its predicted depth."""
         return self.predict_logits(nodes).argmax(-1)
 
-    def save(self, directory: str | pathlib.Path) -> pathlib.Path:
-        """Writes results.json, the snapshots, the dataset and fit.json (last) atomically."""
-        out = records.save(self.record, directory).parent  # checks the folder first
-        checkpoint.atomic_write_bytes(out / "dataset.npz", _dataset_bytes(self.dataset))
+    def save(self, directory: str | pathlib.Path, *, overwrite: bool = False) -> pathlib.Path:
+        """Writes results.json, the dataset, the snapshots and fit.json (their manifest) into
+        `directory` at once (`runtime/saved_fit.py`). A folder that already holds a result is
+        refused unless `overwrite`, and then replaced whole."""
         leaves = jax.tree.leaves((self.params, self.policy, self.eval_keys))
-        buffer = io.BytesIO()
-        np.savez(buffer, *leaves)
-        checkpoint.atomic_write_bytes(out / "snapshots.npz", buffer.getvalue())
         meta = {
-            "format": _FORMAT,
+            "format": saved_fit.FORMAT,
             "method": self.method,
             "config": dataclasses.asdict(self.config),
             "dataset_fingerprint": self.dataset.fingerprint(),
+            "run_fingerprint": self._run_fingerprint(self.config, self.dataset, self.record),
             "num_leaves": len(leaves),
         }
         custom = [part for part in ("backbone", "agent") if self._cache.get(f"custom_{part}")]
         if custom:  # `load` needs them back: they are code, not saved
             meta["custom"] = custom
-        checkpoint.atomic_write_json(out / "fit.json", meta)
-        return out
+        return saved_fit.write(directory, self.record, self.dataset, leaves, meta, overwrite)
 
-
-def _dataset_bytes(ds: data.Dataset) -> bytes:
-    buffer = io.BytesIO()
-    f = ds.features
-    np.savez_compressed(
-        buffer,
-        name=np.array(ds.name),
-        indptr=f.indptr,
-        indices=f.indices,
-        values=f.data,
-        shape=np.array(f.shape),
-        labels=ds.labels,
-        edges=ds.edges,
-        train_index=ds.train_index,
-        val_index=ds.val_index,
-        test_index=ds.test_index,
-        num_classes=np.array(ds.num_classes),
-    )
-    return buffer.getvalue()
-
-
-def _load_dataset(path: pathlib.Path) -> data.Dataset:
-    with np.load(path) as z:
-        features = sp.csr_matrix((z["values"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
-        return data.Dataset(
-            name=str(z["name"]),
-            features=features,
-            labels=z["labels"],
-            edges=z["edges"],
-            train_index=z["train_index"],
-            val_index=z["val_index"],
-            test_index=z["test_index"],
-            num_classes=int(z["num_classes"]),
-        )
+    def _run_fingerprint(self, config, ds, record) -> str:
+        return run_fingerprint(ds, config, self.method, int(record["seeds"]), int(record["seed"]))
 
 
 def config_from_dict(values: dict) -> config_lib.Config:
@@ -323,22 +336,11 @@ def config_from_dict(values: dict) -> config_lib.Config:
 def load(
     directory: str | pathlib.Path, *, backbone: Backbone | None = None, agent: Agent | None = None
 ) -> Fit:
-    """Reads a `Fit` written by `Fit.save` (or by `policy-gnn --out DIR`).
-
-    A fit trained with your own `backbone` or `agent` needs the same one passed again here.
-    """
+    """Reads a `Fit` written by `Fit.save` (or by `policy-gnn --out DIR`), every file checked
+    against the fit's manifest. A fit trained with your own `backbone` or `agent` needs the same
+    one passed again here."""
     out = pathlib.Path(directory)
-    if not (out / "fit.json").is_file():
-        raise checkpoint.CheckpointError(
-            f"{out} holds no saved fit (no fit.json): pass a folder written by Fit.save or by "
-            f"the policy-gnn command's --out."
-        )
-    meta = checkpoint.read_json(out / "fit.json")
-    record = checkpoint.read_json(out / "results.json")
-    if meta.get("format") != _FORMAT:
-        raise checkpoint.CheckpointError(
-            f"{out}/fit.json has an unknown format {meta.get('format')}."
-        )
+    meta, record, ds, leaves = saved_fit.read(out)
     config = config_from_dict(meta["config"])
     given = {"backbone": backbone, "agent": agent}
     for part in meta.get("custom", ()):
@@ -346,16 +348,6 @@ def load(
             raise checkpoint.CheckpointError(
                 f"{out} was trained with your own {part}: pass it again, load(..., {part}=...)."
             )
-    try:
-        ds = _load_dataset(out / "dataset.npz")
-        with np.load(out / "snapshots.npz") as z:
-            leaves = [z[f"arr_{i}"] for i in range(meta["num_leaves"])]
-    except (OSError, KeyError, ValueError) as err:
-        raise checkpoint.CheckpointError(
-            f"{out} is incomplete or corrupt ({err}). Save the fit again."
-        ) from None
-    if ds.fingerprint() != meta["dataset_fingerprint"]:
-        raise checkpoint.CheckpointError(f"{out}/dataset.npz does not match fit.json: save again.")
     like = _snapshot_structure(meta["method"], config, ds, int(record["seeds"]), backbone, agent)
     treedef = jax.tree.structure(like)
     shapes = [x.shape for x in jax.tree.leaves(like)]
@@ -365,6 +357,11 @@ def load(
         )
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
     fitted = Fit(record, config, meta["method"], ds, params, policy, eval_keys)
+    expected = meta.get("run_fingerprint")  # fits saved before: no fingerprint
+    if expected and fitted._run_fingerprint(config, ds, record) != expected:
+        raise checkpoint.CheckpointError(
+            f"{out}/results.json and fit.json describe different runs: save the fit again."
+        )
     fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
     return fitted
 

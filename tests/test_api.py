@@ -174,7 +174,7 @@ def test_jraph_round_trip(small_dataset):
         ),
         (lambda a: a.update(val_index=a["train_index"][:5]), "overlaps"),
         (lambda a: a.update(test_index=np.array([], np.int64)), "non-empty"),
-        (lambda a: a.update(edges=np.array([[0, 1], [1, 500]])), "lie in"),
+        (lambda a: a.update(edges=np.array([[0, 1, 2], [1, 500, 3]])), "lie in"),
         (lambda a: a.update(train_index=np.arange(120) < 5), "boolean mask"),
         (lambda a: a.update(labels=np.where(a["labels"] == 0, -1, a["labels"])), "no label"),
         (lambda a: a.update(labels=a["labels"][:50]), "one per feature row"),

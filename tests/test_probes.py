@@ -1,7 +1,6 @@
 """The probe table (tools/probes.py): every bad input and fault an adversarial user tried ends in
 one clear error. Run in process, so the table costs seconds, not a JAX import per probe."""
 
-import importlib.util
 import subprocess
 import sys
 
@@ -12,9 +11,8 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import cli
 from policy_gnn_jax.contrib.reproduction import command as reproduce_command
 
-spec = importlib.util.spec_from_file_location("probes", ROOT / "tools" / "probes.py")
-probes = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probes)
+sys.path.insert(0, str(ROOT / "tools"))  # the table lives beside the script that prints it
+import probes  # noqa: E402
 
 
 @pytest.fixture(scope="module")

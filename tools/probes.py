@@ -5,7 +5,7 @@ Each probe is a command line (`@cli` = the policy-gnn command, `@reproduce` = re
 argument is a file `prepare` made. Every probe must end in one clear error: a non-zero exit whose
 last stderr line starts with `error:` (or names the exception and the problem, for the API), and
 no traceback. `tests/test_probes.py` runs each in process; `tools/probe_bad_inputs.py` runs each
-in a fresh process and writes the table.
+in a fresh process and writes the table. The API's probes are in `api_probes.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import shutil
 import subprocess
 import sys
 import zipfile
+
+from api_probes import API_CATCH, API_PRELUDE, API_PROBES  # tools/, beside this file
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # A tiny generated graph for probes that need a run to start.
@@ -159,6 +161,25 @@ CLI_PROBES = [
     ("ogbn-arxiv: no zip, --no-download", ["@cli", *ARXIV, "{empty}", *OUT]),
     ("ogbn-arxiv: arxiv.zip is not a zip", ["@cli", *ARXIV, "{not_zip}", *OUT]),
     ("ogbn-arxiv: zip holding only the edges", ["@cli", *ARXIV, "{partial_zip}", *OUT]),
+    # Results, checkpoints and inputs that could be lost or silently changed.
+    ("--out already holds a result", ["@cli", *CSBM, *QUICK, "--out", "{has_result}"]),
+    (
+        "--checkpoint-dir is a folder of other files",
+        ["@cli", *CSBM, *QUICK, "--checkpoint-dir", "{user_folder}", *OUT],
+    ),
+    (
+        "--data-dir lacking one raw file",
+        ["@cli", "--dataset", "cora", "--data-dir", "{partial}", *OUT],
+    ),
+    ("--buffer-size 10000000000", ["@cli", *CSBM, "--buffer-size", "10000000000", *OUT]),
+    ("--set hidden=16.5", ["@cli", *CSBM, "--set", "hidden=16.5", *OUT]),
+    ("--set no such field", ["@cli", *CSBM, "--set", "hiden=16", *OUT]),
+    ("--set without a value", ["@cli", *CSBM, "--set", "hidden", *OUT]),
+    ("--csbm-seed -1", ["@cli", *CSBM, "--csbm-seed", "-1", *OUT]),
+    (
+        "--csbm-nodes 1000000000 (host memory)",
+        ["@cli", "--dataset", "csbm", "--csbm-nodes", "1000000000", *OUT],
+    ),
 ]
 
 SCRIPT_PROBES = [
@@ -223,70 +244,6 @@ SCRIPT_PROBES = [
     ("tune_decoupled: unknown dataset", ["@tune_decoupled", "--datasets", "x"]),
 ]
 
-API_PRELUDE = """
-import warnings, numpy as np, policy_gnn_jax as pg
-warnings.simplefilter("ignore")
-rng = np.random.default_rng(0)
-n = 60
-labels = np.arange(n) % 2
-x = rng.normal(size=(n, 4))
-e = np.stack([np.arange(n - 1), np.arange(1, n)])
-tr, va, te = np.arange(0, 10), np.arange(10, 30), np.arange(30, 60)
-"""
-API_CATCH = """
-try:
-    {body}
-except (ValueError, FloatingPointError, pg.DataError) as err:
-    print(f"error: {{type(err).__name__}}: {{err}}", file=__import__("sys").stderr)
-    raise SystemExit(2)
-"""
-
-
-API_PROBES = [
-    ("API: NaN feature", "x[3, 1] = np.nan; pg.from_arrays(x, e, labels, tr, va, te)"),
-    (
-        "API: directed, symmetrise=False",
-        "pg.from_arrays(x, e, labels, tr, va, te, symmetrise=False)",
-    ),
-    (
-        "API: hand-built Dataset with directed edges",
-        "import scipy.sparse as sp; pg.Dataset('d', sp.csr_matrix(x, dtype=np.float32), "
-        "labels.astype(np.int32), e.astype(np.int32), tr.astype(np.int32), "
-        "va.astype(np.int32), te.astype(np.int32), 2)",
-    ),
-    ("API: edges as floats", "pg.from_arrays(x, e + 0.5, labels, tr, va, te)"),
-    ("API: edge id out of range", "pg.from_arrays(x, e + 1, labels, tr, va, te)"),
-    ("API: overlapping splits", "pg.from_arrays(x, e, labels, tr, tr, te)"),
-    ("API: unlabelled test node", "labels[40] = -1; pg.from_arrays(x, e, labels, tr, va, te)"),
-    ("API: boolean mask as split", "pg.from_arrays(x, e, labels, np.arange(n) < 10, va, te)"),
-    ("API: labels of the wrong length", "pg.from_arrays(x, e, labels[:10], tr, va, te)"),
-    (
-        "API: unknown method",
-        "ds = pg.from_arrays(x, e, labels, tr, va, te); pg.fit(ds, pg.Config.tiny(), method='gat')",
-    ),
-    (
-        "API: seeds=0",
-        "ds = pg.from_arrays(x, e, labels, tr, va, te); pg.fit(ds, pg.Config.tiny(), seeds=0)",
-    ),
-    ("API: load a folder with no fit", "pg.load('/tmp')"),
-    (
-        "API: two graphs in a GraphsTuple",
-        "import jraph; g = pg.from_arrays(x, e, labels, tr, "
-        "va, te).to_jraph(); pg.from_jraph(jraph.batch([g, g]), labels, tr, va, te)",
-    ),
-    ("API: Config(dropout=1.0)", "pg.Config(dropout=1.0)"),
-    ("API: depth 0 on the GCN backbone", "pg.Config(min_depth=0)"),
-    ("API: unknown backbone", "pg.Config(backbone='gat')"),
-    ("API: Policy-GNN+ switch misspelt", "pg.Config(plus_train_depths='some')"),
-    ("API: Policy-GNN+ policy half of 100%", "pg.Config(plus_policy_fraction=1.0)"),
-    (
-        "API: predict node out of range",
-        "ds = pg.from_arrays(x, e, labels, tr, va, te); "
-        "f = pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, progress=False); "
-        "f.predict([0, 10**6])",
-    ),
-]
-
 
 def prepare(tmp: pathlib.Path, data_dir: str) -> dict[str, str]:
     """Makes the damaged files and folders the probes name; returns {name: path}."""
@@ -316,8 +273,17 @@ def prepare(tmp: pathlib.Path, data_dir: str) -> dict[str, str]:
     ckpt_other = tmp / "ckpt_other"
     damaged = tmp / "ckpt_damaged"
     _prepare_checkpoints(tmp)
+    has_result, user_folder, partial = tmp / "has_result", tmp / "user_folder", tmp / "partial"
+    for folder in (has_result, user_folder, partial):
+        folder.mkdir(exist_ok=True)
+    (has_result / "results.json").write_text('{"kept": true}')
+    (user_folder / "notes.txt").write_text("mine")
+    for name in os.listdir(data_dir):
+        if name.startswith("ind.cora.") and not name.endswith(".graph"):
+            shutil.copy(pathlib.Path(data_dir, name), partial / name)
     names = ("tmp", "corrupt", "truncated", "empty", "a_file", "bad_results", "not_zip",
-             "partial_zip", "ckpt_other", "damaged")  # fmt: skip
+             "partial_zip", "ckpt_other", "damaged", "has_result", "user_folder",
+             "partial")  # fmt: skip
     where = locals()
     paths = {name: str(where[name]) for name in names}
     return {**paths, "data_dir": str(data_dir)}

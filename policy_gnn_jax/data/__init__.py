@@ -4,13 +4,12 @@ generators.
 Everything here runs before any JAX code; `graph.from_dataset` moves a Dataset to the device.
 """
 
+from policy_gnn_jax.data.arrays import from_arrays, from_jraph
 from policy_gnn_jax.data.dataset import (
     DataError,
     Dataset,
     InvalidDatasetError,
     MissingDataError,
-    from_arrays,
-    from_jraph,
     row_normalise,
     symmetric_edges,
     validate,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +41,8 @@ class Dataset:
         duplicates, sorted by (receiver, sender).
       train_index, val_index, test_index: int32 node ids of each split: non-empty, disjoint.
       num_classes: C.
+      source: where the files were read from (a loader sets it; "" for a graph built in
+        memory). Not part of the fingerprint: the same data from another folder is the same.
     """
 
     name: str
@@ -52,6 +53,7 @@ class Dataset:
     val_index: np.ndarray
     test_index: np.ndarray
     num_classes: int
+    source: str = ""
 
     def __post_init__(self):
         validate(self)
@@ -223,167 +225,3 @@ def row_normalise(features: sp.csr_matrix) -> sp.csr_matrix:
     row_sum = np.asarray(features.sum(1)).reshape(-1)
     scale = 1.0 / np.where(row_sum == 0, 1.0, row_sum)
     return sp.csr_matrix(sp.diags(scale.astype(np.float32)) @ features, dtype=np.float32)
-
-
-def _as_index(name: str, values) -> np.ndarray:
-    array = np.asarray(values)
-    if array.dtype == bool:
-        _fail(f"{name} is a boolean mask.", f"Pass node ids: np.flatnonzero({name}).")
-    if array.ndim != 1 or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
-        _fail(f"{name} must be a 1-D array of node ids, got {array.dtype} {array.shape}.", "")
-    return array.astype(np.int64)
-
-
-def _as_features(features) -> sp.csr_matrix:
-    if sp.issparse(features):
-        matrix = sp.csr_matrix(features, dtype=np.float32)
-    else:
-        dense = np.asarray(features)
-        if dense.ndim != 2 or not np.issubdtype(dense.dtype, np.number):
-            _fail(
-                f"features must be a numeric [N, F] array, got {dense.dtype} {dense.shape}.",
-                "Pass one feature row per node (dense or scipy.sparse).",
-            )
-        matrix = sp.csr_matrix(dense.astype(np.float32))  # NaN/inf are non-zeros: checked below
-    matrix.sum_duplicates()
-    matrix.sort_indices()
-    if not np.all(np.isfinite(matrix.data)):
-        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
-    return matrix
-
-
-def _normalise_edges(edges, num_nodes: int, symmetrise: bool) -> tuple[np.ndarray, list[str]]:
-    """Returns the stored edge list and a list of what was changed."""
-    edges = np.asarray(edges)
-    if edges.ndim != 2 or edges.shape[0] != 2:
-        _fail(f"edges must have shape [2, E], got {edges.shape}.", "Pass (senders, receivers).")
-    if edges.size and not np.issubdtype(edges.dtype, np.integer):
-        _fail(f"edges must be integer node ids, got {edges.dtype}.", "Cast them to int.")
-    s, r = edges.astype(np.int64)
-    if s.size and (min(s.min(), r.min()) < 0 or max(s.max(), r.max()) >= num_nodes):
-        _fail(
-            f"edge endpoints must lie in 0..{num_nodes - 1}, got {min(s.min(), r.min())}.."
-            f"{max(s.max(), r.max())}.",
-            "Fix the node ids in the edge list.",
-        )
-    loops = int(np.sum(s == r))
-    s, r = s[s != r], r[s != r]
-    unique = np.unique(r * num_nodes + s)
-    duplicates = s.size - unique.size
-    stored = symmetric_edges(s, r, num_nodes)
-    added = stored.shape[1] - unique.size
-    if added and not symmetrise:
-        _fail(
-            f"the graph is directed: {added} of its edges have no reverse edge.",
-            "The GCN needs a symmetric adjacency: pass symmetrise=True to add the reverse edges, "
-            "or add them yourself.",
-        )
-    changes = [
-        f"{what} {count} {noun}"
-        for what, count, noun in (
-            ("dropped", loops, "self-loops (Â adds its own)"),
-            ("dropped", duplicates, "duplicate edges"),
-            ("added", added, "reverse edges to make the graph symmetric"),
-        )
-        if count
-    ]
-    return stored, changes
-
-
-def from_arrays(
-    features,
-    edges,
-    labels,
-    train_index,
-    val_index,
-    test_index,
-    *,
-    name: str = "custom",
-    symmetrise: bool = True,
-    num_classes: int | None = None,
-) -> Dataset:
-    """A `Dataset` from NumPy arrays, validated and normalised.
-
-    Args:
-      features: [N, F] dense array or scipy.sparse matrix (used as given: no row normalisation).
-      edges: [2, E] integer (sender, receiver) pairs in any order.
-      labels: [N] integer class ids, -1 for unlabelled nodes (which must be in no split).
-      train_index, val_index, test_index: node ids of each split (non-empty, disjoint).
-      name: the dataset's name in results.
-      symmetrise: add the reverse of every directed edge; with False a directed graph is refused.
-      num_classes: C (default: the largest label + 1).
-
-    Returns:
-      The Dataset. What was changed (self-loops, duplicates, reverse edges) is reported with
-      `warnings.warn`.
-
-    Raises:
-      ValueError (InvalidDatasetError): a problem that cannot be repaired, naming the fix.
-    """
-    feats = _as_features(features)
-    n = feats.shape[0]
-    labels = np.asarray(labels)
-    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
-        _fail(
-            f"labels must be integers of shape ({n},) (one per feature row), got {labels.dtype} "
-            f"{labels.shape}.",
-            "Pass one class id per node, -1 for unlabelled nodes.",
-        )
-    stored, changes = _normalise_edges(edges, n, symmetrise)
-    if changes:
-        warnings.warn(f"from_arrays({name!r}): " + "; ".join(changes) + ".", stacklevel=2)
-    classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
-    return Dataset(
-        name=name,
-        features=feats,
-        labels=labels.astype(np.int32),
-        edges=stored,
-        train_index=_as_index("train_index", train_index).astype(np.int32),
-        val_index=_as_index("val_index", val_index).astype(np.int32),
-        test_index=_as_index("test_index", test_index).astype(np.int32),
-        num_classes=classes,
-    )
-
-
-def from_jraph(
-    graph,
-    labels,
-    train_index,
-    val_index,
-    test_index,
-    *,
-    name: str = "custom",
-    symmetrise: bool = True,
-    num_classes: int | None = None,
-) -> Dataset:
-    """A `Dataset` from a one-graph `jraph.GraphsTuple` whose `nodes` are the [N, F] features.
-
-    Edge features (`graph.edges`) are not used: Â's weights come from the structure alone.
-    Everything else is as `from_arrays`.
-    """
-    n_node = np.asarray(graph.n_node).reshape(-1)
-    if n_node.size != 1:
-        _fail(
-            f"the GraphsTuple holds {n_node.size} graphs.",
-            "Pass one graph (node classification on one graph); jraph.unbatch splits a batch.",
-        )
-    nodes = graph.nodes
-    if isinstance(nodes, dict):
-        _fail(
-            f"graph.nodes is a dict with keys {sorted(nodes)}.",
-            "Pass a GraphsTuple whose nodes are the [N, F] feature array.",
-        )
-    if graph.edges is not None:
-        warnings.warn("from_jraph: edge features are ignored (Â is built from the structure).")
-    edges = np.stack([np.asarray(graph.senders), np.asarray(graph.receivers)])
-    return from_arrays(
-        np.asarray(nodes),
-        edges,
-        labels,
-        train_index,
-        val_index,
-        test_index,
-        name=name,
-        symmetrise=symmetrise,
-        num_classes=num_classes,
-    )

@@ -84,11 +84,15 @@ def verified_zip(
             f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
             f"holds {ARXIV_ZIP} (--data-dir / data_dir)."
         )
-    cache = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
-    folders = [pathlib.Path(d) for d in (data_dir, os.environ.get(planetoid.DATA_ENV)) if d]
-    found = next((f / ARXIV_ZIP for f in [*folders, cache] if (f / ARXIV_ZIP).is_file()), None)
+    cache = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()  # holds the record
+    if data_dir is not None:  # that folder means that folder: nothing is read from others
+        folders, target = [pathlib.Path(data_dir)], pathlib.Path(data_dir)
+    else:
+        folders = [pathlib.Path(d) for d in (os.environ.get(planetoid.DATA_ENV),) if d] + [cache]
+        target = cache
+    found = next((f / ARXIV_ZIP for f in folders if (f / ARXIV_ZIP).is_file()), None)
     if found is None:
-        found = _download_zip(folders + [cache], cache, download)
+        found = _download_zip(folders, target, download)
     sha = planetoid.sha256_of(found)
     expected = _recorded(cache).get(ARXIV_ZIP)
     if expected is not None and sha != expected:
@@ -166,6 +170,7 @@ def load_ogbn_arxiv(data_dir=None, download: bool = True, cache_dir=None) -> Dat
         val_index=splits[1].astype(np.int32),
         test_index=splits[2].astype(np.int32),
         num_classes=int(labels.max()) + 1,
+        source=str(path.parent.absolute()),
     )
     if first:  # trust on first use (OGB publishes no checksum), once the zip has parsed
         _record(pathlib.Path(cache_dir) if cache_dir else default_cache_dir(), ARXIV_ZIP, sha)

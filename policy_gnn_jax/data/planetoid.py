@@ -6,6 +6,7 @@ PyTorch Geometric's `read_planetoid_data` does.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pathlib
@@ -128,7 +129,7 @@ def resolve_raw_file(
       DataError: the file is corrupt, or missing everywhere and cannot be downloaded.
     """
     expected = sha_table[filename]
-    folders = [*search_dirs, cache_dir]
+    folders = list(dict.fromkeys([*search_dirs, cache_dir]))
     for folder in folders:
         path = folder / filename
         if path.is_file():
@@ -160,6 +161,11 @@ def resolve_raw_file(
             f"--data-dir or ${DATA_ENV}."
         ) from None
     return cache_dir / filename
+
+
+def _folders_of(paths) -> str:
+    """The folders `paths` lie in, absolute, joined by ", "."""
+    return ", ".join(sorted({str(pathlib.Path(p).parent.absolute()) for p in paths}))
 
 
 def _unpickle(path: pathlib.Path):
@@ -230,9 +236,10 @@ def load_planetoid(
 ) -> Dataset:
     """Loads a Planetoid dataset (public split), verifying every raw file's SHA-256.
 
-    Folders are searched in order: `data_dir`, then $POLICY_GNN_DATA, then the cache; a file
-    missing from all of them is downloaded into the cache (unless `download` is False or
-    $POLICY_GNN_OFFLINE is set).
+    With `data_dir`, files are read from that folder only (a missing one is downloaded into it,
+    if allowed). Without it, $POLICY_GNN_DATA is searched, then the cache, and a file missing
+    from both is downloaded into the cache (unless `download` is False or $POLICY_GNN_OFFLINE is
+    set). The Dataset's `source` names the folders the files came from.
 
     Args:
       name: "cora", "citeseer" or "pubmed".
@@ -256,8 +263,11 @@ def load_planetoid(
             f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
             f"holds the ind.{name}.* files (--data-dir / data_dir)."
         )
-    search_dirs = [pathlib.Path(d) for d in (data_dir, os.environ.get(DATA_ENV)) if d]
-    cache = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
+    if data_dir is not None:  # that folder means that folder: nothing is filled in from others
+        search_dirs, cache = [], pathlib.Path(data_dir)
+    else:
+        search_dirs = [pathlib.Path(d) for d in (os.environ.get(DATA_ENV),) if d]
+        cache = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
     table = sha_table or PLANETOID_SHA256
     paths = {
         s: resolve_raw_file(f"ind.{name}.{s}", search_dirs, cache, table, download)
@@ -265,7 +275,8 @@ def load_planetoid(
     }
     try:
         raw, test_ids = _read_raw(paths)
-        return _assemble_planetoid(name, raw, test_ids)
+        ds = _assemble_planetoid(name, raw, test_ids)
+        return dataclasses.replace(ds, source=_folders_of(paths.values()))
     except DataError:
         raise
     except Exception as err:  # a verified file that still fails to parse: say which dataset

@@ -29,8 +29,15 @@ class CheckpointError(ValueError):
     """A checkpoint or results file is unreadable, or belongs to another run. Says what to do."""
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
-    """Writes `data` to `path` atomically (temp file in the same folder, fsync, rename)."""
+    """Writes `data` to `path` atomically (temp file in the same folder, fsync, rename), with the
+    permissions any new file gets under the user's umask (a temp file starts at 0600)."""
     path = pathlib.Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -38,6 +45,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -129,13 +137,24 @@ class Checkpointer:
     def __init__(self, directory: str | os.PathLike, fingerprint: str):
         import orbax.checkpoint as ocp  # heavy import: only when checkpoints are asked for
 
+        from policy_gnn_jax.runtime.outputs import FolderLock
+
         self._ocp = ocp
-        self.directory = check_writable_dir(directory, "checkpoint folder").resolve()
-        self.fingerprint = fingerprint
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=2, enable_async_checkpointing=False, create=True
-        )
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self._kill_after = _kill_after_saves()
+        self.directory = pathlib.Path(directory).absolute()
+        # One run at a time writes a checkpoint folder: a second one is refused, naming the first.
+        self._lock = FolderLock(self.directory, "checkpoint folder").__enter__()
+        try:
+            _check_is_checkpoint_folder(self.directory)
+            check_writable_dir(self.directory, "checkpoint folder")
+            self.fingerprint = fingerprint
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=2, enable_async_checkpointing=False, create=True
+            )
+            self._manager = ocp.CheckpointManager(self.directory, options=options)
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
         self._saves = 0
 
     def restore(self, state_like, metrics_like_fn):
@@ -175,7 +194,7 @@ class Checkpointer:
         return meta["chunks_done"], meta["units_done"], state, metrics
 
     def _corrupt(self, step, err) -> CheckpointError:
-        detail = str(err)
+        detail = " ".join(str(err).split())  # one line: orbax and tensorstore span many
         if "Structure mismatch" in detail or "not found in" in detail:
             # orbax lists every saved key here: thousands of characters that hide the reason.
             reason = (
@@ -203,9 +222,41 @@ class Checkpointer:
         )
         self._manager.wait_until_finished()
         self._saves += 1
-        kill_after = os.environ.get(KILL_AFTER_SAVES_ENV)
-        if kill_after and self._saves >= int(kill_after):
+        if self._kill_after and self._saves >= self._kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
+    def latest(self) -> int | None:
+        """The chunk count of the newest checkpoint saved, or None."""
+        return self._manager.latest_step()
+
     def close(self) -> None:
-        self._manager.close()
+        try:
+            self._manager.close()
+        finally:
+            self._lock.__exit__(None, None, None)
+
+
+def _kill_after_saves() -> int | None:
+    text = os.environ.get(KILL_AFTER_SAVES_ENV)
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise CheckpointError(
+            f"${KILL_AFTER_SAVES_ENV} (a fault injection for tests) must be a whole number >= 1, "
+            f"got {text!r}: unset it."
+        )
+    return int(text)
+
+
+def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
+    """A folder holding anything but orbax's numbered steps is someone's files, not a checkpoint:
+    refused without touching it (and without telling anyone to delete it)."""
+    if not directory.is_dir():
+        return
+    foreign = sorted(p.name for p in directory.iterdir() if not p.name.split(".")[0].isdigit())
+    if foreign:
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise CheckpointError(
+            f"--checkpoint-dir {directory} holds files that are not a policy-gnn checkpoint "
+            f"({listed}): pass a new or empty folder for the checkpoints."
+        )

@@ -70,6 +70,8 @@ def build(
         "versions": package_versions(),
         "dataset_summary": ds.summary(),
         "dataset_fingerprint": ds.fingerprint(),
+        # The folder(s) the dataset's files were read from ("" for a graph built in memory).
+        "data_source": getattr(ds, "source", ""),
         # "gather": every float sum in a fixed order (bit-reproducible on GPU with default XLA
         # flags); "scatter": segment sums (exact on CPU, atomics on GPU).
         "kernels": kernels,

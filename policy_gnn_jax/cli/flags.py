@@ -1,60 +1,15 @@
-"""The `policy-gnn` command (also `python experiments/run.py`): train over many seeds in one go.
-
-policy-gnn --dataset cora                          # Policy-GNN, paper defaults, 10 seeds
-policy-gnn --dataset cora --method gcn --depth 2
-policy-gnn --dataset csbm --method random --episodes 50
-policy-gnn --dataset cora --checkpoint-dir ckpt    # resumable: run the same command again
-
-Writes <out>/results.json and the fitted snapshots (policy_gnn_jax.load(<out>) reads them back).
-Bad input of any kind ends with one line `error: ...` and exit status 2.
-"""
+"""The `policy-gnn` command line: the flags most runs need, in groups, `--set FIELD=VALUE` for every
+`Config` field, and how the parsed flags become a `Config`."""
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import datetime
 import functools
-import pathlib
-import sys
 import textwrap
 
-from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import checkpoint, runner
-
-# Everything that is the user's input going wrong (all exit 2 with one `error:` line).
-INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError)
-
-
-def require_at_least_one(**counts: int) -> None:
-    """Each named command-line count must be >= 1: `--seeds 0` is an error naming `--seeds`."""
-    for name, value in counts.items():
-        if value < 1:
-            raise config_lib.ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
-
-
-def exit_status(command, *args) -> int:
-    """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
-    input is bad (the policy-gnn command's convention)."""
-    try:
-        command(*args)
-    except INPUT_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def tune_malloc() -> None:
-    """glibc returns XLA's large scratch buffers to the OS after every call, which doubled the
-    time of large programs here (docs/performance.md): raise both thresholds before JAX
-    allocates anything."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-    except OSError:  # not glibc: nothing to tune
-        pass
+from policy_gnn_jax import data, methods
+from policy_gnn_jax.runtime import runner
 
 
 def _sections_text() -> str:
@@ -121,10 +76,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="seeds batched, or one after another (bit-identical on any seed or device count)",
     )
     where.add_argument("--devices", type=int, default=None, help="use at most N devices (all)")
+    _add_output_flags(p)
+    _add_hidden_flags(p)
+    return p
+
+
+EPILOG = """\
+Config fields by section (--show-config prints their values; docs/usage.md explains each):
+{sections}
+Generated graphs: --csbm-nodes, --csbm-homophily, --csbm-seed, --csbm-features, --csbm-degree.
+Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (5).
+"""
+
+
+def _add_output_flags(p: argparse.ArgumentParser) -> None:
+    """Data, output, and the generic override groups."""
     io = p.add_argument_group("data and output")
     io.add_argument("--data-dir", default=None, help=f"raw files (else ${data.DATA_ENV})")
     io.add_argument("--no-download", action="store_true", help="never download")
     io.add_argument("--out", default=None, help="output folder (a new one under results/)")
+    io.add_argument("--overwrite", action="store_true", help="replace a result already in --out")
     io.add_argument(
         "--checkpoint-dir", default=None, help="checkpoint there; the same command resumes"
     )
@@ -145,16 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument(
         "--show-config", action="store_true", help="print the resolved config by section, exit"
     )
-    _add_hidden_flags(p)
-    return p
-
-
-EPILOG = """\
-Config fields by section (--show-config prints their values; docs/usage.md explains each):
-{sections}
-Generated graphs: --csbm-nodes, --csbm-homophily, --csbm-seed, --csbm-features, --csbm-degree.
-Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (5).
-"""
 
 
 def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
@@ -244,101 +205,3 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
         raise config_lib.ConfigError(
             f"--fanouts must be whole numbers separated by commas, e.g. 10,10,5; got {text!r}."
         ) from None
-
-
-def _check_args(args) -> None:
-    """Everything that can be refused before loading data or training."""
-    if not 0 <= args.seed <= runner.MAX_SEED:
-        raise runner.ResourceError(f"--seed must be in 0..{runner.MAX_SEED}, got {args.seed}.")
-    if args.seeds < 1:
-        raise runner.ResourceError(f"--seeds must be >= 1, got {args.seeds}.")
-    if args.checkpoint_every < 1:
-        raise config_lib.ConfigError(
-            f"--checkpoint-every must be >= 1, got {args.checkpoint_every}."
-        )
-    data.check_name(args.dataset)
-
-
-def main(argv=None) -> int:
-    tune_malloc()
-    args = build_parser().parse_args(argv)
-    out = None
-    try:
-        _check_args(args)
-        config = config_from_args(args)
-        if args.show_config:
-            print(show_config(config))
-            return 0
-        out = pathlib.Path(args.out or _default_out(args, config))
-        made_out = not out.exists()
-        checkpoint.check_writable_dir(out)
-        ds = data.load_dataset(
-            args.dataset,
-            data_dir=args.data_dir,
-            download=not args.no_download,
-            **_generator_args(args),
-        )
-        print(ds.summary(), flush=True)
-        fitted = api.fit(
-            ds,
-            config,
-            method=args.method,
-            seeds=args.seeds,
-            seed=args.seed,
-            progress=not args.no_progress,
-            checkpoint_dir=args.checkpoint_dir,
-            checkpoint_every=args.checkpoint_every,
-            devices=args.devices,
-            seed_mode=args.seed_mode,
-        )
-        fitted.save(out)
-    except INPUT_ERRORS as err:
-        if out is not None and made_out:
-            _remove_if_empty(out)  # a failed run leaves no empty timestamped folder behind
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    record = fitted.record
-    print(f"results: {out / 'results.json'}")
-    if "audit" in record:
-        a = record["audit"]
-        print(
-            f"audit (reference protocol, NOT a headline): macro accuracy best-of-run "
-            f"{a['macro_accuracy_best_of_run']['mean']:.4f} ± "
-            f"{a['macro_accuracy_best_of_run']['std']:.4f}; macro accuracy of the selected "
-            f"snapshot {a['macro_accuracy_of_selected_snapshot']['mean']:.4f}\n{a['explanation']}"
-        )
-    print(methods.summary_line(record))
-    return 0
-
-
-def _generator_args(args) -> dict:
-    if args.dataset.lower() == "csbm":
-        return {
-            "num_nodes": args.csbm_nodes,
-            "homophily": args.csbm_homophily,
-            "seed": args.csbm_seed,
-            "num_features": args.csbm_features,
-            "avg_degree": args.csbm_degree,
-        }
-    if args.dataset.lower() == "planted":
-        return {"seed": args.csbm_seed}
-    return {}
-
-
-def _remove_if_empty(folder: pathlib.Path) -> None:
-    try:
-        folder.rmdir()  # refuses (OSError) when anything was written there
-    except OSError:
-        pass
-
-
-def _default_out(args, config) -> pathlib.Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    tag = methods.get(args.method).describe(config).replace(" depth ", "-d")
-    if args.backbone != "gcn":
-        tag = f"{args.backbone}-{tag}"
-    return pathlib.Path("results") / f"{args.dataset.lower()}-{tag}-{stamp}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

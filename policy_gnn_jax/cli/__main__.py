@@ -1,0 +1,7 @@
+"""`python -m policy_gnn_jax.cli`: the policy-gnn command."""
+
+import sys
+
+from policy_gnn_jax.cli import main
+
+sys.exit(main())

@@ -1,0 +1,183 @@
+"""`Config`'s checks: every field of its type and in its range, the fields consistent with each
+other. A value out of range is a `ConfigError` naming the field and the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+TRANSITIONS = ("labelled", "walk")
+# `backbones.make_backbone` builds each; "decoupled" is the only one with a depth 0.
+BACKBONES = ("gcn", "gcn-readout", "decoupled")
+PLUS_TRAIN_DEPTHS = ("random", "policy", "all")
+PLUS_SIGNALS = ("all", "graph", "depth")
+PLUS_REWARDS = ("loglik", "correct")
+# The deepest depth each backbone supports: the coupled GCNs stop where they are useless anyway
+# (docs/results.md: 9 points lost from depth 2 to 5); the decoupled one costs one C-wide product
+# a depth.
+MAX_DEPTH = {"gcn": 10, "gcn-readout": 10, "decoupled": 64}
+# How an MDP step trains the backbone and measures M_t (subgraph.py): on the whole graph, or on
+# padded d-hop subgraphs of the buffers' and validation nodes; "auto" picks by graph size.
+ENGINES = ("auto", "full", "subgraph")
+# "auto" picks the subgraph engine above this many nodes: below it one whole-graph step costs
+# about what a padded subgraph step costs (benchmarks/bench_scale.py).
+AUTO_SUBGRAPH_NODES = 100_000
+
+
+class ConfigError(ValueError):
+    """An out-of-range or inconsistent config value. The message names the field and the fix."""
+
+
+INT32_MAX = 2**31 - 1
+# What each field annotation asks for, in words (the errors and `--set` say it).
+WANTED = {
+    "int": "a whole number",
+    "float": "a number",
+    "str": "a word",
+    "bool": "true or false",
+    "tuple[int, ...]": "whole numbers separated by commas, e.g. 10,10,5",
+}
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def validate(c) -> None:
+    _validate_types(c)
+    _validate_backbone_and_engine(c)
+    _validate_mdp_and_agent(c)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _validate_types(c) -> None:
+    """Each field holds its annotated type (a float where an int sets a shape, or a string where
+    a number is meant, would fail deep inside JAX), and every int fits the int32 arrays it
+    sizes. An int is accepted where a float is meant."""
+    for f in dataclasses.fields(c):
+        value = getattr(c, f.name)
+        if f.type == "int":
+            ok = _is_int(value)
+        elif f.type == "float":
+            ok = _is_int(value) or isinstance(value, float)
+        elif f.type == "bool":
+            ok = isinstance(value, bool)
+        elif f.type == "str":
+            ok = isinstance(value, str)
+        else:  # tuple[int, ...]
+            ok = isinstance(value, tuple) and all(_is_int(v) for v in value)
+        if not ok:
+            wanted = WANTED[f.type]
+            raise ConfigError(f"{f.name} must be {wanted}, got {value!r}.")
+        ints = value if isinstance(value, tuple) else (value,) if f.type == "int" else ()
+        for v in ints:
+            _check(
+                abs(v) <= INT32_MAX,
+                f"{f.name} is {v}, beyond the int32 sizes it sets (at most {INT32_MAX}).",
+            )
+
+
+def _validate_backbone_and_engine(c) -> None:
+    for f in dataclasses.fields(c):
+        value = getattr(c, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{f.name} must be a finite number, got {value}.")
+    _check(c.hidden >= 1, f"hidden must be >= 1, got {c.hidden}.")
+    _check(0.0 <= c.dropout < 1.0, f"dropout must be in [0, 1), got {c.dropout}.")
+    _check(0.0 <= c.input_dropout < 1.0, f"input_dropout must be in [0, 1), got {c.input_dropout}.")
+    _check(c.gcn_lr > 0 and c.q_lr > 0, "learning rates (gcn_lr, q_lr) must be > 0.")
+    _check(c.weight_decay >= 0, f"weight_decay must be >= 0, got {c.weight_decay}.")
+    _check(
+        c.backbone in BACKBONES,
+        f"backbone must be one of {BACKBONES}, got {c.backbone!r} (e.g. --backbone decoupled).",
+    )
+    lowest = 0 if c.backbone == "decoupled" else 1
+    deepest = MAX_DEPTH[c.backbone]
+    _check(
+        lowest <= c.min_depth <= c.max_depth,
+        f"depths must satisfy {lowest} <= min_depth <= max_depth for the {c.backbone} backbone, "
+        f"got {c.min_depth}-{c.max_depth} (e.g. --depths 2-5"
+        + (")." if lowest else " or 0-16).")
+        + (" Depth 0 exists only in the decoupled backbone." if c.min_depth == 0 else ""),
+    )
+    _check(
+        c.max_depth <= deepest,
+        f"max_depth {c.max_depth} is above the {deepest} the {c.backbone} backbone supports.",
+    )
+    _check(
+        lowest <= c.depth <= deepest,
+        f"depth must be in {lowest}..{deepest} for the {c.backbone} backbone, got {c.depth}.",
+    )
+    _check(
+        c.engine in ENGINES,
+        f"engine must be one of {ENGINES}, got {c.engine!r} (e.g. --engine subgraph).",
+    )
+    _check(
+        c.subgraph_nodes >= 2 and c.subgraph_edges >= c.subgraph_nodes,
+        f"need subgraph_nodes >= 2 and subgraph_edges >= subgraph_nodes (every node has a "
+        f"self-loop), got {c.subgraph_nodes} and {c.subgraph_edges}.",
+    )
+    _check(
+        len(c.fanouts) >= 1 and all(isinstance(f, int) and f >= 0 for f in c.fanouts),
+        f"fanouts must be whole numbers >= 0 (0 = every neighbour), got {c.fanouts}.",
+    )
+    _check(0.0 <= c.teleport < 1.0, f"teleport must be in [0, 1), got {c.teleport}.")
+
+
+def _validate_mdp_and_agent(c) -> None:
+    for name, allowed in (
+        ("plus_train_depths", PLUS_TRAIN_DEPTHS),
+        ("plus_signals", PLUS_SIGNALS),
+        ("plus_reward", PLUS_REWARDS),
+    ):
+        _check(
+            getattr(c, name) in allowed,
+            f"{name} must be one of {allowed}, got {getattr(c, name)!r}.",
+        )
+    _check(0.0 <= c.plus_warmup_fraction <= 1.0, "plus_warmup_fraction must be in [0, 1].")
+    _check(
+        0.0 < c.plus_policy_fraction < 1.0,
+        f"plus_policy_fraction must be in (0, 1), got {c.plus_policy_fraction}.",
+    )
+    _check(c.plus_lr > 0 and c.plus_l2 >= 0, "plus_lr must be > 0 and plus_l2 >= 0.")
+    for name in (
+        "epochs",
+        "num_episodes",
+        "steps_per_episode",
+        "buffer_size",
+        "reward_window",
+        "normaliser_window",
+        "replay_capacity",
+        "batch_size",
+        "target_period",
+        "eps_every",
+        "episodes_per_call",
+    ):
+        _check(getattr(c, name) >= 1, f"{name} must be >= 1, got {getattr(c, name)}.")
+    _check(c.num_walkers >= 0, "num_walkers must be >= 0 (0: one per training node).")
+    _check(c.dqn_updates_per_step >= 0, "dqn_updates_per_step must be >= 0.")
+    _check(
+        c.batch_size <= c.replay_capacity,
+        f"batch_size {c.batch_size} exceeds replay_capacity {c.replay_capacity}.",
+    )
+    _check(
+        c.transition in TRANSITIONS,
+        f"transition must be one of {TRANSITIONS}, got {c.transition!r}.",
+    )
+    _check(0.0 <= c.gamma < 1.0, f"gamma must be in [0, 1), got {c.gamma}.")
+    _check(
+        0.0 <= c.eps_end <= c.eps_start <= 1.0,
+        f"need 0 <= eps_end <= eps_start <= 1, got {c.eps_end}, {c.eps_start}.",
+    )
+    _check(0.0 < c.eps_horizon_fraction <= 1.0, "eps_horizon_fraction must be in (0, 1].")
+    _check(
+        len(c.q_hidden) >= 1 and all(h >= 1 for h in c.q_hidden),
+        f"q_hidden must be non-empty positive sizes, got {c.q_hidden}.",
+    )
+
+
+# Every field by what it configures: `--help`, `--show-config` and docs/usage.md list them so.

@@ -1,0 +1,141 @@
+"""A saved fit on disk: four files tied together by a manifest, written all at once.
+
+A folder holds `results.json` (the record), `dataset.npz`, `snapshots.npz` (each seed's selected
+parameters and policy) and `fit.json`, which lists the SHA-256 of the other three. `write` puts
+them in a staging folder that replaces the target in one rename (`outputs.publish`), under the
+folder's lock, and refuses a folder that already holds a result unless `overwrite`. `read`
+checks every file against the manifest before using it, so a file damaged, truncated or copied
+from another fit is one `CheckpointError` naming it, never a fit that predicts something other
+than what its record says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import pathlib
+import shutil
+import zipfile
+
+import numpy as np
+import scipy.sparse as sp
+
+from policy_gnn_jax import data
+from policy_gnn_jax.runtime import checkpoint, outputs
+from policy_gnn_jax.runtime.checkpoint import CheckpointError
+
+FORMAT = 1
+MANIFEST_FILES = ("results.json", "dataset.npz", "snapshots.npz")
+
+
+def _sha256(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()
+
+
+def dataset_bytes(ds: data.Dataset) -> bytes:
+    buffer = io.BytesIO()
+    f = ds.features
+    np.savez_compressed(
+        buffer,
+        name=np.array(ds.name),
+        indptr=f.indptr,
+        indices=f.indices,
+        values=f.data,
+        shape=np.array(f.shape),
+        labels=ds.labels,
+        edges=ds.edges,
+        train_index=ds.train_index,
+        val_index=ds.val_index,
+        test_index=ds.test_index,
+        num_classes=np.array(ds.num_classes),
+    )
+    return buffer.getvalue()
+
+
+def _dataset_from(blob: bytes) -> data.Dataset:
+    with np.load(io.BytesIO(blob)) as z:
+        features = sp.csr_matrix((z["values"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+        return data.Dataset(
+            name=str(z["name"]),
+            features=features,
+            labels=z["labels"],
+            edges=z["edges"],
+            train_index=z["train_index"],
+            val_index=z["val_index"],
+            test_index=z["test_index"],
+            num_classes=int(z["num_classes"]),
+        )
+
+
+def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, overwrite: bool):
+    """Writes a fit into `folder` (see the module docstring); returns the folder."""
+    folder = pathlib.Path(folder)
+    with outputs.FolderLock(folder, "output folder"):
+        outputs.check_no_result(folder, overwrite, "overwrite=True")
+        staging = outputs.staging_folder(folder)
+        try:
+            snapshots = io.BytesIO()
+            np.savez(snapshots, *leaves)
+            blobs = {
+                "results.json": json.dumps(record, indent=2).encode(),
+                "dataset.npz": dataset_bytes(ds),
+                "snapshots.npz": snapshots.getvalue(),
+            }
+            for name, blob in blobs.items():
+                checkpoint.atomic_write_bytes(staging / name, blob)
+            manifest = {name: _sha256(blob) for name, blob in blobs.items()}
+            checkpoint.atomic_write_json(staging / "fit.json", {**meta, "files": manifest})
+            return outputs.publish(staging, folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
+    """(fit.json, the record, the dataset, the snapshot leaves) of a saved fit, each file checked
+    against the manifest first."""
+    folder = pathlib.Path(folder)
+    if not (folder / "fit.json").is_file():
+        raise CheckpointError(
+            f"{folder} holds no saved fit (no fit.json): pass a folder written by Fit.save or by "
+            f"the policy-gnn command's --out."
+        )
+    meta = checkpoint.read_json(folder / "fit.json")
+    if not isinstance(meta, dict) or "config" not in meta or "num_leaves" not in meta:
+        raise CheckpointError(
+            f"{folder}/fit.json is not the fit.json of a saved fit (it holds "
+            f"{type(meta).__name__} {str(meta)[:60]}): save the fit again."
+        )
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{folder}/fit.json has an unknown format {meta.get('format')}.")
+    blobs = {name: _read_bytes(folder / name) for name in MANIFEST_FILES}
+    for name, expected in (meta.get("files") or {}).items():  # fits saved before: no manifest
+        if _sha256(blobs[name]) != expected:
+            raise CheckpointError(
+                f"{folder}/{name} is not the file this fit saved (its SHA-256 differs from "
+                f"fit.json's manifest: changed, damaged, or copied from another fit). Save the "
+                f"fit again."
+            )
+    record = checkpoint.read_json(folder / "results.json")
+    try:
+        ds = _dataset_from(blobs["dataset.npz"])
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
+    if ds.fingerprint() != meta["dataset_fingerprint"]:
+        raise CheckpointError(f"{folder}/dataset.npz does not match fit.json: save again.")
+    try:
+        with np.load(io.BytesIO(blobs["snapshots.npz"])) as z:
+            leaves = [z[f"arr_{i}"] for i in range(meta["num_leaves"])]
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{folder}/snapshots.npz is damaged ({err}): save again.") from None
+    return meta, record, ds, leaves
+
+
+def _read_bytes(path: pathlib.Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(
+            f"{path} cannot be read ({err.strerror or err}): the saved fit is incomplete; save "
+            f"it again."
+        ) from None
