@@ -8,7 +8,8 @@ Each command is `experiments/run.py ...` run in a clean `git worktree` of the re
 runs change nothing), with that tree first on PYTHONPATH. The two
 `results.json` are compared field by field (every field but the wall time and package versions;
 the config compared on the fields both revisions have) and the two `snapshots.npz` array by array,
-bit for bit. "Before" outputs are cached under --cache by revision and command, so a rerun after
+bit for bit; a field only the "after" side has is listed as added, not as a difference. "Before"
+outputs are cached under --cache by revision and command, so a rerun after
 more changes only trains the "after" side. Exit 0 when every command matches, 1 otherwise.
 """
 
@@ -80,12 +81,14 @@ def run(tree: pathlib.Path, args: str, out: pathlib.Path) -> None:
         raise SystemExit(f"{tree}: {' '.join(command)} failed:\n{done.stderr[-2000:]}")
 
 
-def differences(before: pathlib.Path, after: pathlib.Path) -> list[str]:
+def differences(before: pathlib.Path, after: pathlib.Path) -> tuple[list[str], list[str]]:
+    """(fields that differ, fields only the after side has). A field the after revision added
+    is listed apart: it is new information, not a changed result."""
     a = json.loads((before / "results.json").read_text())
     b = json.loads((after / "results.json").read_text())
     found = []
     for key in sorted(set(a) | set(b)):
-        if key in VOLATILE:
+        if key in VOLATILE or key not in a:
             continue
         if key == "config":
             shared = set(a[key]) & set(b[key])
@@ -101,7 +104,7 @@ def differences(before: pathlib.Path, after: pathlib.Path) -> list[str]:
                 for name in x.files
                 if x[name].dtype != y[name].dtype or x[name].tobytes() != y[name].tobytes()
             ]
-    return found
+    return found, sorted(set(b) - set(a))
 
 
 def main() -> int:
@@ -133,11 +136,13 @@ def main() -> int:
             run(before_tree, line, before_out)
         after_out = scratch / name
         run(after_tree, line, after_out)
-        found = differences(before_out, after_out)
+        found, added = differences(before_out, after_out)
         failures += bool(found)
         record = json.loads((after_out / "results.json").read_text())
         test = record["test_accuracy"]
         verdict = "identical" if not found else "DIFFERENT: " + ", ".join(found[:8])
+        if added:
+            verdict += f" (fields added: {', '.join(added)})"
         print(
             f"{name:20s} {len(test['per_seed'])} seeds, test {test['mean']:.4f} ± "
             f"{test['std']:.4f}: {verdict}",
