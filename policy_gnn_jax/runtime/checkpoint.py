@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 import signal
 import tempfile
+import threading
 
 import jax
 import numpy as np
@@ -215,12 +217,15 @@ class Checkpointer:
             "chunks_done": chunks_done,
             "units_done": units_done,
         }
-        self._manager.save(
-            chunks_done,
-            args=ocp.args.Composite(run=ocp.args.StandardSave(run), meta=ocp.args.JsonSave(meta)),
-            force=True,
-        )
-        self._manager.wait_until_finished()
+        with _sigint_deferred():  # Ctrl-C during a save lands after it: the checkpoint is whole
+            self._manager.save(
+                chunks_done,
+                args=ocp.args.Composite(
+                    run=ocp.args.StandardSave(run), meta=ocp.args.JsonSave(meta)
+                ),
+                force=True,
+            )
+            self._manager.wait_until_finished()
         self._saves += 1
         if self._kill_after and self._saves >= self._kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -234,6 +239,22 @@ class Checkpointer:
             self._manager.close()
         finally:
             self._lock.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Holds SIGINT back while the block runs, then raises the KeyboardInterrupt it would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
 
 
 def _kill_after_saves() -> int | None:
