@@ -207,6 +207,8 @@ def _generator_args(args) -> dict:
         }
     if args.dataset.lower() == "planted":
         return {"seed": args.csbm_seed}
+    if args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(args.dataset):
+        return {"split": args.split}
     return {}
 
 
@@ -221,8 +223,6 @@ def _default_stem(args, config) -> str:
     tag = methods.get(args.method).describe(config).replace(" depth ", "-d")
     if args.backbone != "gcn":
         tag = f"{args.backbone}-{tag}"
-    return f"{args.dataset.lower()}-{tag}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    name = pathlib.Path(args.dataset).stem if args.dataset.endswith(".npz") else args.dataset
+    split = f"-split{args.split}" if "split" in _generator_args(args) else ""
+    return f"{name.lower()}{split}-{tag}"

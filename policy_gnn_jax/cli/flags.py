@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seeds", type=int, default=10, help="how many seeds (10)")
     run.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
+    run.add_argument(
+        "--split", type=int, default=0, help="which fixed split of a heterophilous benchmark (0)"
+    )
     length = p.add_argument_group("depths and length")
     length.add_argument("--depths", default=None, help="depths a policy picks from (2-5)")
     length.add_argument("--depth", type=int, default=None, help="gcn: the fixed depth (2)")

@@ -1,5 +1,5 @@
 """Host-side datasets (numpy only): the `Dataset` type and its checks, Planetoid, ogbn-arxiv,
-generators.
+the heterophilous benchmarks, generators.
 
 Everything here runs before any JAX code; `graph.from_dataset` moves a Dataset to the device.
 """
@@ -20,6 +20,7 @@ from policy_gnn_jax.data.generators import (
     planted_agreement,
     planted_deep_nodes,
 )
+from policy_gnn_jax.data.heterophily import HETEROPHILY_NAMES, load_heterophily
 from policy_gnn_jax.data.ogb import OGB_NAMES, load_ogbn_arxiv
 from policy_gnn_jax.data.planetoid import (
     DATA_ENV,
@@ -38,6 +39,7 @@ from policy_gnn_jax.data.registry import DATASET_NAMES, check_name, load_dataset
 __all__ = [
     "DATASET_NAMES",
     "DATA_ENV",
+    "HETEROPHILY_NAMES",
     "OGB_NAMES",
     "OFFLINE_ENV",
     "PLANETOID_NAMES",
@@ -53,6 +55,7 @@ __all__ = [
     "from_arrays",
     "from_jraph",
     "load_dataset",
+    "load_heterophily",
     "load_ogbn_arxiv",
     "load_planetoid",
     "make_csbm",

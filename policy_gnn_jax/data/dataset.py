@@ -43,6 +43,7 @@ class Dataset:
       num_classes: C.
       source: where the files were read from (a loader sets it; "" for a graph built in
         memory). Not part of the fingerprint: the same data from another folder is the same.
+      split: which of a benchmark's fixed splits the indices are (None where it has one).
     """
 
     name: str
@@ -54,6 +55,7 @@ class Dataset:
     test_index: np.ndarray
     num_classes: int
     source: str = ""
+    split: int | None = None
 
     def __post_init__(self):
         validate(self)

@@ -1,31 +1,51 @@
-"""Datasets by name: the Planetoid ones and the generators."""
+"""Datasets by name: the Planetoid ones, ogbn-arxiv, the heterophilous benchmarks (or any `.npz`
+file of their format, by path) and the generators."""
 
 from __future__ import annotations
 
+import os
+import pathlib
+
 from policy_gnn_jax.data.dataset import DataError, Dataset
 from policy_gnn_jax.data.generators import make_csbm, make_planted_depth
+from policy_gnn_jax.data.heterophily import HETEROPHILY_NAMES, is_npz_path, load_heterophily
 from policy_gnn_jax.data.ogb import OGB_NAMES, load_ogbn_arxiv
 from policy_gnn_jax.data.planetoid import PLANETOID_NAMES, load_planetoid
 
-DATASET_NAMES = (*PLANETOID_NAMES, *OGB_NAMES, "csbm", "planted")
+DATASET_NAMES = (*PLANETOID_NAMES, *OGB_NAMES, *HETEROPHILY_NAMES, "csbm", "planted")
 
 
-def check_name(name: str) -> str:
-    """The lower-cased name, or DataError for a name that is not a dataset (a typo is an error,
-    never a dataset "skipped" for missing files)."""
+def check_name(name: str | os.PathLike) -> str:
+    """The lower-cased name, or the path unchanged for an existing file ending in .npz (read by
+    `load_heterophily`); DataError for anything else (a typo is an error, never a dataset
+    "skipped" for missing files)."""
+    if is_npz_path(name):
+        if not pathlib.Path(name).is_file():
+            raise DataError(
+                f"No such file {os.fspath(name)}: a dataset ending in .npz is the path of a file "
+                f"of the heterophilous benchmarks' format; check the path."
+            )
+        return os.fspath(name)
     if name.lower() not in DATASET_NAMES:
-        raise DataError(f"Unknown dataset {name!r}: choose one of {DATASET_NAMES}.")
+        raise DataError(
+            f"Unknown dataset {name!r}: choose one of {DATASET_NAMES}, or pass the path of a "
+            f".npz file of the heterophilous benchmarks' format."
+        )
     return name.lower()
 
 
-def load_dataset(name: str, data_dir=None, download: bool = True, **csbm_kwargs) -> Dataset:
-    """Loads a Planetoid dataset or ogbn-arxiv, or generates `csbm` / `planted` (keyword
-    arguments go to the generator). Raises DataError for an unknown name."""
+def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> Dataset:
+    """Loads a Planetoid dataset, ogbn-arxiv or a heterophilous benchmark (a name in
+    HETEROPHILY_NAMES or a .npz path; keyword `split`, default 0, picks one of its fixed splits),
+    or generates `csbm` / `planted` (keyword arguments go to the generator). Raises DataError for
+    an unknown name."""
     name = check_name(name)
     if name == "csbm":
-        return make_csbm(**csbm_kwargs)
+        return make_csbm(**kwargs)
     if name == "planted":
-        return make_planted_depth(**csbm_kwargs)
+        return make_planted_depth(**kwargs)
     if name == "ogbn-arxiv":
         return load_ogbn_arxiv(data_dir=data_dir, download=download)
+    if name in HETEROPHILY_NAMES or is_npz_path(name):
+        return load_heterophily(name, data_dir=data_dir, download=download, **kwargs)
     return load_planetoid(name, data_dir=data_dir, download=download)

@@ -72,6 +72,8 @@ def build(
         "dataset_fingerprint": ds.fingerprint(),
         # The folder(s) the dataset's files were read from ("" for a graph built in memory).
         "data_source": getattr(ds, "source", ""),
+        # Which fixed split of a benchmark that has several (None where there is one).
+        "split": getattr(ds, "split", None),
         # "gather": every float sum in a fixed order (bit-reproducible on GPU with default XLA
         # flags); "scatter": segment sums (exact on CPU, atomics on GPU).
         "kernels": kernels,

@@ -1,0 +1,295 @@
+"""Heterophilous benchmarks (Platonov et al., ICLR 2023) from their `.npz` files, checksums first.
+
+Planetoid's graphs are homophilous: a node's neighbours mostly share its class, so aggregating
+more hops rarely hurts, and an adaptive-depth policy is never tested where depth can do harm.
+These graphs (actor, chameleon-filtered, minesweeper, texas, wisconsin, cornell) are the opposite,
+and come with ten fixed splits each, as released with `yandex-research/heterophilous-graphs`:
+
+    np.load("<file>.npz"): node_features float32 [N, F], node_labels int64 [N],
+    edges int64 [E, 2] (undirected, each edge stored once),
+    train_masks / val_masks / test_masks bool [10, N] (ten splits, disjoint within a split)
+
+A file is found offline exactly as Planetoid's raw files are (`data_dir` alone, else
+$POLICY_GNN_DATA then the cache), its SHA-256 is checked against the pinned one before it is read,
+and only a missing file is downloaded (into the cache, or `data_dir`). The upstream URL and
+checksums live here rather than in `planetoid.resolve_raw_file`, which names Planetoid's URL in
+its downloads and messages; the hashing, downloading and offline switch are Planetoid's.
+
+A `Dataset` holds one split (`split`); loop over `range(num_splits(name))` for all ten. Reverse
+edges are added (self-loops and duplicates dropped), features are used as given (0/1 and
+one-hot, not row-normalised, as the benchmark's own code does), and nodes in no split keep
+their label.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import urllib.error
+import zipfile
+
+import numpy as np
+import scipy.sparse as sp
+
+from policy_gnn_jax.data import planetoid
+from policy_gnn_jax.data.dataset import (
+    DataError,
+    Dataset,
+    InvalidDatasetError,
+    MissingDataError,
+    symmetric_edges,
+)
+
+HETEROPHILY_NAMES = (
+    "actor",
+    "chameleon-filtered",
+    "minesweeper",
+    "texas",
+    "wisconsin",
+    "cornell",
+)
+HETEROPHILY_URL = "https://github.com/yandex-research/heterophilous-graphs/raw/main/data"
+HETEROPHILY_FILES = {name: name.replace("-", "_") + ".npz" for name in HETEROPHILY_NAMES}
+# From shared/data/heterophily/SHA256SUMS (the files there are the upstream ones, unchanged).
+HETEROPHILY_SHA256 = {
+    "actor.npz": "c350eef06b2c2a9bf8218be2b57cac6d4003d0922eb597a039e9123f75817816",
+    "chameleon_filtered.npz": "bf46f07e1fb5249280447e5fe3100f3e82fc4b93ad1e13ffcfdec924b6ac0bb5",
+    "cornell.npz": "684c54ba3daa13b0ba1f04a3d6dd1b1175c1ae9bdeb982851fd4ff96d3aac298",
+    "minesweeper.npz": "e664c8dacf1e8ac466c2c09ed4b237bd2c5541f47a6eae9c6092cb87f16412b3",
+    "texas.npz": "b164b99e6c3d43e4ab07488ec59bd8c815f90cbc1bd4cf425ce587d2b534d844",
+    "wisconsin.npz": "2543c89838cfc75f737f7c4664cc1d097f8268602c20b2d1bd4f21407df9c074",
+}
+NUM_SPLITS = 10
+SPLITS = ("train", "val", "test")
+ARRAYS = ("node_features", "node_labels", "edges", *(f"{s}_masks" for s in SPLITS))
+
+
+def default_cache_dir() -> pathlib.Path:
+    """$XDG_CACHE_HOME/policy_gnn_jax/heterophily (default ~/.cache/...)."""
+    return planetoid.default_cache_dir().parent / "heterophily"
+
+
+def is_npz_path(name_or_path: str | os.PathLike) -> bool:
+    """Whether `name_or_path` names a file (it ends in .npz) rather than a benchmark."""
+    return os.fspath(name_or_path).lower().endswith(".npz")
+
+
+def _benchmark_name(name: str) -> str:
+    name = name.lower()
+    if name not in HETEROPHILY_NAMES:
+        raise DataError(
+            f"Unknown heterophilous dataset {name!r}: choose one of {HETEROPHILY_NAMES}, or pass "
+            f"the path of a file of their format (ending in .npz)."
+        )
+    return name
+
+
+def _verify(path: pathlib.Path) -> pathlib.Path:
+    expected = HETEROPHILY_SHA256[path.name]
+    got = planetoid.sha256_of(path)
+    if got != expected:
+        raise DataError(
+            f"{path} is corrupt or not the benchmark's {path.name}: its SHA-256 is {got}, "
+            f"expected {expected} ({path.stat().st_size} bytes on disk). Delete it and "
+            f"re-download it, or replace it with a verified copy from "
+            f"{HETEROPHILY_URL}/{path.name}. To load another file of this format on purpose, "
+            f"pass its path (ending in .npz): a path is read without a checksum."
+        )
+    return path
+
+
+def _download(filename: str, searched: list, target: pathlib.Path, download: bool):
+    expected, url = HETEROPHILY_SHA256[filename], f"{HETEROPHILY_URL}/{filename}"
+    where = ", ".join(str(f) for f in searched)
+    if not download or planetoid._is_offline():
+        reason = "downloads are disabled" if not download else f"${planetoid.OFFLINE_ENV} is set"
+        raise MissingDataError(
+            f"Missing {filename}: not found in {where}, and {reason}. Download it from {url} "
+            f"(SHA-256 {expected}) into one of those folders, or point --data-dir / "
+            f"${planetoid.DATA_ENV} at a folder holding it."
+        )
+    try:
+        planetoid.fetch_url(url, target / filename, expected)
+    except (urllib.error.URLError, OSError, TimeoutError) as err:
+        raise MissingDataError(
+            f"Missing {filename}: not found in {where}, and downloading {url} failed ({err}). If "
+            f"this machine is offline, download it elsewhere (SHA-256 {expected}), copy it into "
+            f"{target} or any folder, and pass that folder with --data-dir or "
+            f"${planetoid.DATA_ENV}."
+        ) from None
+    return target / filename
+
+
+def resolve_file(
+    name: str,
+    data_dir: str | os.PathLike | None = None,
+    download: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+) -> pathlib.Path:
+    """The verified file of benchmark `name`, found or downloaded as `load_heterophily` says.
+
+    Raises:
+      DataError: unknown name, no such `data_dir`, or the file corrupt.
+      MissingDataError: the file is nowhere and cannot be downloaded.
+    """
+    filename = HETEROPHILY_FILES[_benchmark_name(name)]
+    if data_dir is not None and not pathlib.Path(data_dir).is_dir():
+        # Never fall back silently to $POLICY_GNN_DATA or the cache: the user named this folder.
+        raise DataError(
+            f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
+            f"holds {filename} (--data-dir / data_dir)."
+        )
+    if data_dir is not None:  # that folder means that folder: nothing is read from others
+        folders, target = [pathlib.Path(data_dir)], pathlib.Path(data_dir)
+    else:
+        target = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
+        env = [pathlib.Path(d) for d in (os.environ.get(planetoid.DATA_ENV),) if d]
+        folders = list(dict.fromkeys([*env, target]))
+    for folder in folders:
+        if (folder / filename).is_file():
+            return _verify(folder / filename)
+    return _download(filename, folders, target, download)
+
+
+def read_npz(path: pathlib.Path) -> dict[str, np.ndarray]:
+    """The six arrays of a file of the benchmark's format, shapes checked. Never unpickles."""
+    if not path.is_file():
+        raise MissingDataError(f"No such file {path}: pass the path of an existing .npz file.")
+    if not zipfile.is_zipfile(path):
+        raise DataError(f"{path} is not a .npz (zip) file: save it with numpy.savez.")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [k for k in ARRAYS if k not in archive.files]
+            if missing:
+                raise DataError(
+                    f"{path} lacks the arrays {missing}: a file of this format holds {ARRAYS}."
+                )
+            arrays = {k: archive[k] for k in ARRAYS}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise DataError(f"{path} could not be read ({err!r}): re-create it with savez.") from None
+    _check_shapes(arrays, path)
+    return arrays
+
+
+def _check_shapes(arrays: dict[str, np.ndarray], path: pathlib.Path) -> None:
+    features, labels, edges = arrays["node_features"], arrays["node_labels"], arrays["edges"]
+    n = labels.shape[0] if labels.ndim == 1 else -1
+    problems = []
+    if n < 0 or not np.issubdtype(labels.dtype, np.integer):
+        problems.append(f"node_labels must be integers [N], got {labels.dtype} {labels.shape}")
+    if features.ndim != 2 or features.shape[0] != n:
+        problems.append(f"node_features must be [N={n}, F], got {features.shape}")
+    if edges.ndim != 2 or edges.shape[1] != 2 or not np.issubdtype(edges.dtype, np.integer):
+        problems.append(f"edges must be integers [E, 2], got {edges.dtype} {edges.shape}")
+    masks = [arrays[f"{s}_masks"] for s in SPLITS]
+    for split, mask in zip(SPLITS, masks):
+        if mask.dtype != np.bool_ or mask.ndim != 2 or mask.shape[1] != n:
+            problems.append(
+                f"{split}_masks must be bool [splits, N={n}], got {mask.dtype} {mask.shape}"
+            )
+    if not problems and len({m.shape[0] for m in masks}) != 1:
+        problems.append(f"the masks hold different numbers of splits: {[m.shape for m in masks]}")
+    if problems:
+        raise DataError(f"{path} is not of the benchmark's format: " + "; ".join(problems) + ".")
+
+
+def check_split(split, count: int, filename: str) -> int:
+    """`split` if it is a whole number in 0..count - 1, else DataError naming the range."""
+    if isinstance(split, bool) or not isinstance(split, (int, np.integer)):
+        raise DataError(
+            f"split must be a whole number in 0..{count - 1}, got {split!r}: pass the index of one "
+            f"of the {count} splits of {filename}."
+        )
+    if not 0 <= split < count:
+        raise DataError(
+            f"split {split} is out of range: {filename} holds {count} splits, numbered "
+            f"0..{count - 1}."
+        )
+    return int(split)
+
+
+def _split_masks(arrays: dict[str, np.ndarray], split, path: pathlib.Path):
+    """Split `split`'s three masks, after checking it exists and its parts are disjoint."""
+    split = check_split(split, arrays["train_masks"].shape[0], path.name)
+    masks = [arrays[f"{s}_masks"][split] for s in SPLITS]
+    train, val, test = masks
+    overlap = int(np.sum((train & val) | (train & test) | (val & test)))
+    if overlap:
+        raise DataError(
+            f"split {split} of {path} puts {overlap} nodes in more than one of train/val/test: "
+            f"make the masks of each split disjoint."
+        )
+    return masks
+
+
+def _to_dataset(name: str, arrays: dict, split: int, path: pathlib.Path) -> Dataset:
+    labels = arrays["node_labels"]
+    n = labels.shape[0]
+    edges = arrays["edges"]
+    train, val, test = _split_masks(arrays, split, path)
+    try:
+        return Dataset(
+            name=name,
+            features=sp.csr_matrix(arrays["node_features"], dtype=np.float32),
+            labels=labels.astype(np.int32),
+            edges=symmetric_edges(edges[:, 0], edges[:, 1], n),
+            train_index=np.flatnonzero(train).astype(np.int32),
+            val_index=np.flatnonzero(val).astype(np.int32),
+            test_index=np.flatnonzero(test).astype(np.int32),
+            num_classes=int(labels.max()) + 1 if n else 0,
+            source=planetoid._folders_of([path]),
+            split=split,
+        )
+    except InvalidDatasetError as err:
+        raise DataError(f"split {split} of {path} does not make a valid graph: {err}") from err
+
+
+def num_splits(name_or_path: str | os.PathLike) -> int:
+    """How many splits `load_heterophily` accepts: NUM_SPLITS for a benchmark (its checksum pins
+    the file), the masks' first dimension for a path (the file is read)."""
+    if is_npz_path(name_or_path):
+        return read_npz(pathlib.Path(name_or_path))["train_masks"].shape[0]
+    _benchmark_name(os.fspath(name_or_path))
+    return NUM_SPLITS
+
+
+def load_heterophily(
+    name_or_path: str | os.PathLike,
+    split: int = 0,
+    data_dir: str | os.PathLike | None = None,
+    download: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+) -> Dataset:
+    """Loads one split of a heterophilous benchmark, verifying the file's SHA-256 first.
+
+    A benchmark's file is found as Planetoid's are: with `data_dir`, in that folder only (a
+    missing file is downloaded into it, if allowed); without it, in $POLICY_GNN_DATA, then the
+    cache, and a file missing from both is downloaded into the cache (unless `download` is False
+    or $POLICY_GNN_OFFLINE is set). A file whose SHA-256 is not the pinned one is refused.
+
+    A path ending in .npz is read as given, WITHOUT a checksum (nothing is searched or
+    downloaded), so any graph saved in this format runs unchanged; it is read with
+    `allow_pickle=False`, so an unverified file never runs code.
+
+    Args:
+      name_or_path: one of HETEROPHILY_NAMES, or the path of a .npz file of their format.
+      split: which of the file's fixed splits (0..num_splits - 1) gives train/val/test.
+      data_dir: a folder holding the benchmark's file.
+      download: allow downloading a missing file.
+      cache_dir: override of `default_cache_dir()`.
+
+    Returns:
+      The Dataset, named after the benchmark (or the file's stem), `source` the folder read.
+
+    Raises:
+      DataError: unknown name, split out of range, or the file missing, corrupt, or not of the
+        format (MissingDataError when it is missing and cannot be downloaded).
+    """
+    if is_npz_path(name_or_path):
+        path = pathlib.Path(name_or_path)
+        name = path.stem
+    else:
+        name = _benchmark_name(os.fspath(name_or_path))
+        check_split(split, NUM_SPLITS, HETEROPHILY_FILES[name])  # before any download
+        path = resolve_file(name, data_dir, download, cache_dir)
+    return _to_dataset(name, read_npz(path), split, path)
