@@ -118,7 +118,7 @@ def run(args) -> None:
         full_episodes=args.full_episodes,
     )
     out = pathlib.Path(args.out)
-    checkpoint.check_writable_dir(out.parent)
+    checkpoint.check_writable_file(out)  # a folder or an unwritable place: refused now
     rows = []
     for n in sorted(args.sizes):
         ds, g, build_s = make_graph(n, args)

@@ -56,7 +56,7 @@ def ablate(args) -> None:
                 cfg = plus_config(name, args.backbone, **settings)
                 record = run_or_load(
                     out / name / args.backbone / f"plus-{tag}", ds, cfg, "policy-gnn-plus",
-                    args.seeds,
+                    args.seeds, replace=args.overwrite,
                 )  # fmt: skip
                 scores[value] = record["val_accuracy"]["mean"]
                 rows.append(
@@ -116,8 +116,9 @@ def results(args) -> None:
             cfg = plus_config(name, backbone, **chosen)
             tag = "-".join(str(v) for v in chosen.values())
             record = run_or_load(
-                out / name / backbone / f"plus-final-{tag}", ds, cfg, "policy-gnn-plus", args.seeds
-            )
+                out / name / backbone / f"plus-final-{tag}", ds, cfg, "policy-gnn-plus", args.seeds,
+                replace=args.overwrite,
+            )  # fmt: skip
             entries.append(_entry(name, backbone, "policy-gnn-plus", record))
             if backbone == "decoupled":
                 depth_figure(name, ds, record, out / f"{name}_plus_depths.png")
@@ -184,6 +185,9 @@ def main(argv=None) -> int:
     )
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="results/adaptive_depth")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace a saved run that differs (else refused)"
+    )
     p.add_argument("--ablation-json", default="docs/results/plus_ablation.json")
     args = p.parse_args(argv)
     if args.seeds is None:

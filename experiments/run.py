@@ -1,6 +1,6 @@
 """Train Policy-GNN, the random policy, or a fixed-depth GCN over many seeds in one command.
 
-The same as the installed `policy-gnn` command (policy_gnn_jax/cli.py):
+The same as the installed `policy-gnn` command (policy_gnn_jax/cli/):
 
 python experiments/run.py --dataset cora                      # Policy-GNN, paper defaults
 python experiments/run.py --dataset cora --method gcn --depth 2 --seeds 10
@@ -9,7 +9,11 @@ python experiments/run.py --dataset csbm --method random --episodes 50
 
 import sys
 
-from policy_gnn_jax.cli import main
+try:  # importing JAX takes a second or two: a Ctrl-C then is one line too, not a traceback
+    from policy_gnn_jax.cli import main
+except KeyboardInterrupt:
+    print("error: interrupted while starting; nothing was run.", file=sys.stderr)
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import pathlib
 import sys
 
 import policy_gnn_jax as pg
@@ -40,7 +39,7 @@ def main(argv=None) -> int:
 
 def run(args) -> None:
     """Fits every grid point on every dataset; the choice reads validation accuracy only."""
-    checkpoint.check_writable_dir(pathlib.Path(args.out).parent)
+    checkpoint.check_writable_file(args.out)  # a folder or an unwritable place: refused now
     results = {}
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)

@@ -38,12 +38,21 @@ METHODS = methods.names()
 
 
 def run_fingerprint(
-    ds: data.Dataset, config, method: str, seeds: int, seed: int, custom: tuple[str, ...] = ()
+    ds: data.Dataset,
+    config,
+    method: str,
+    seeds: int,
+    seed: int,
+    custom: tuple[str, ...] = (),
+    seed_mode: str | None = None,
 ) -> str:
-    """Identifies a run for its checkpoints: same data, config, method and seeds (and which
-    parts were the caller's own: a custom backbone or agent cannot be told apart by content)."""
+    """Identifies a run for its checkpoints: same data, config, method, seeds and seed mode (the
+    modes round differently, so a state of one cannot go on in the other), and which parts were
+    the caller's own (a custom backbone or agent cannot be told apart by content)."""
     parts = [ds.fingerprint(), dataclasses.asdict(config), method, seeds, seed]
-    blob = json.dumps(parts + [list(custom)] if custom else parts, sort_keys=True)
+    parts += [list(custom)] if custom else []
+    parts += [seed_mode] if seed_mode is not None else []
+    blob = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -148,7 +157,8 @@ def fit(
     if checkpoint_dir is not None:
         custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
         ckpt = checkpoint.Checkpointer(
-            checkpoint_dir, run_fingerprint(dataset, config, entry.name, seeds, seed, custom)
+            checkpoint_dir,
+            run_fingerprint(dataset, config, entry.name, seeds, seed, custom, seed_mode),
         )
     start = time.perf_counter()
     try:
@@ -271,6 +281,8 @@ class Fit:
     def _nodes(self, nodes) -> jax.Array:
         array = np.asarray(nodes)
         n = self.dataset.num_nodes
+        if array.size == 0 and array.ndim == 1:
+            array = array.astype(np.int32)  # [] is no nodes, whatever dtype numpy guessed
         if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
             raise ValueError(
                 f"nodes must be a 1-D array of node ids, got {array.dtype} {array.shape}."
@@ -339,9 +351,14 @@ def load(
     """Reads a `Fit` written by `Fit.save` (or by `policy-gnn --out DIR`), every file checked
     against the fit's manifest. A fit trained with your own `backbone` or `agent` needs the same
     one passed again here."""
+    meta, record, ds, leaves = saved_fit.read(directory)
     out = pathlib.Path(directory)
-    meta, record, ds, leaves = saved_fit.read(out)
-    config = config_from_dict(meta["config"])
+    try:
+        config = config_from_dict(meta["config"])
+    except config_lib.ConfigError as err:
+        raise checkpoint.CheckpointError(
+            f"{out}/fit.json holds a config this version cannot use ({err}): save the fit again."
+        ) from None
     given = {"backbone": backbone, "agent": agent}
     for part in meta.get("custom", ()):
         if given.get(part) is None:

@@ -77,7 +77,8 @@ def test_an_out_holding_a_result_is_refused_unless_overwrite(tmp_path, capsys):
     assert _run("--out", str(out), "--seed", "1", "--overwrite") == 0
     assert json.loads((out / "results.json").read_text())["seed"] == 1
     assert pg.load(out).record["seed"] == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging or old copy left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing left beside it
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # nor inside it
 
 
 def test_fit_save_refuses_to_replace_a_saved_fit(two_fits, tmp_path):
@@ -92,15 +93,26 @@ def test_fit_save_refuses_to_replace_a_saved_fit(two_fits, tmp_path):
     np.testing.assert_array_equal(again.predict(ds.test_index), second.predict(ds.test_index))
 
 
-def _live_process():
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+HOLDER = (
+    "import sys, time\n"
+    "from policy_gnn_jax.runtime import outputs\n"
+    "with outputs.FolderLock(sys.argv[1]):\n"
+    "    print('held', flush=True)\n"
+    "    time.sleep(60)\n"
+)
+
+
+def _holder(folder):
+    """Another process that holds `folder`'s lock until killed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"held"
+    return proc
 
 
 def test_a_folder_another_run_writes_is_refused_naming_it(tmp_path, capsys):
     out = tmp_path / "out"
-    other = _live_process()
+    other = _holder(out)
     try:
-        outputs.write_lock_for_test(out, other.pid)
         assert _run("--out", str(out)) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and f"process {other.pid}" in err
@@ -108,7 +120,7 @@ def test_a_folder_another_run_writes_is_refused_naming_it(tmp_path, capsys):
     finally:
         other.kill()
         other.wait()
-    # Its owner is gone now: the lock is stale, and the next run takes it over.
+    # Its owner is gone (killed, no clean-up): the lock went with it, and the next run runs.
     assert _run("--out", str(out)) == 0
     assert (out / "results.json").exists()
     assert not outputs.lock_path(out).exists()  # released at the end
@@ -116,9 +128,8 @@ def test_a_folder_another_run_writes_is_refused_naming_it(tmp_path, capsys):
 
 def test_a_checkpoint_folder_another_run_writes_is_refused(tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
-    other = _live_process()
+    other = _holder(ckpt)
     try:
-        outputs.write_lock_for_test(ckpt, other.pid)
         code = _run("--out", str(tmp_path / "out"), "--checkpoint-dir", str(ckpt))
         err = capsys.readouterr().err
         assert code == 2 and err.startswith("error: ") and f"process {other.pid}" in err

@@ -4,6 +4,9 @@ not on this machine), with a dataset that cannot be loaded listed as skipped."""
 import argparse
 import json
 
+import pytest
+
+import policy_gnn_jax as pg
 from policy_gnn_jax import data
 
 
@@ -26,6 +29,7 @@ def test_table_runs_pubmed_and_lists_a_missing_dataset_as_skipped(
         seed_mode="vmap",
         data_dir=str(folder),
         out=str(out),
+        overwrite=False,
     )
     reproduce_module.table(args)
 
@@ -71,7 +75,12 @@ def test_a_saved_run_is_reused_only_in_the_seed_mode_it_was_made_in(
     path.write_text(json.dumps(saved))
     reused = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap")
     assert reused["wall_time_s"] == -1.0
-    rerun = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "map")
+    with pytest.raises(pg.CheckpointError, match="seed mode"):  # never replaced unasked
+        reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "map")
+    assert json.loads(path.read_text())["wall_time_s"] == -1.0
+    rerun = reproduce_module.run_or_load(
+        tmp_path, small_dataset, cfg, "gcn", 2, "map", replace=True
+    )
     assert rerun["seed_mode"] == "map" and rerun["wall_time_s"] >= 0.0
     assert json.loads(path.read_text())["seed_mode"] == "map"
     assert first["seed_mode"] == "vmap"

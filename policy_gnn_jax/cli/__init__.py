@@ -12,6 +12,7 @@ Bad input of any kind ends with one line `error: ...` and exit status 2.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import pathlib
 import sys
@@ -57,12 +58,54 @@ def tune_malloc() -> None:
         pass
 
 
+def _check_paths(args) -> None:
+    """Folders named on the command line: not empty, and output apart from checkpoints."""
+    for flag in ("out", "checkpoint_dir", "data_dir"):
+        value = getattr(args, flag)
+        if value is not None and not value.strip():
+            raise config_lib.ConfigError(
+                f"--{flag.replace('_', '-')} is empty: name a folder (leave the flag out for the "
+                f"default)."
+            )
+    if args.out and args.checkpoint_dir:
+        out, ckpt = pathlib.Path(args.out).resolve(), pathlib.Path(args.checkpoint_dir).resolve()
+        if out == ckpt:
+            raise config_lib.ConfigError(
+                f"--out and --checkpoint-dir are one folder ({out}): give the checkpoints a "
+                f"folder of their own (e.g. {out / 'checkpoints'})."
+            )
+    if args.out and pathlib.Path(args.out).is_dir():
+        steps = [p for p in pathlib.Path(args.out).iterdir() if checkpoint.is_checkpoint_step(p)]
+        if steps:
+            raise config_lib.ConfigError(
+                f"--out {args.out} is a checkpoint folder (it holds {steps[0].name}/): pass it "
+                f"as --checkpoint-dir to resume, and choose another --out."
+            )
+
+
+def _warn_unused_flags(args) -> None:
+    """A flag the chosen method never reads is said, not silently dropped."""
+    fixed = methods.get(args.method) is methods.FIXED_DEPTH
+    unused = (
+        [("--episodes", args.episodes != 1000), ("--depths", args.depths is not None)]
+        if fixed
+        else [("--depth", args.depth is not None)]
+    )
+    if not fixed and methods.get(args.method).name != "policy-gnn-plus":
+        unused.append(("--epochs", args.epochs is not None))
+    for flag, given in unused:
+        if given:
+            print(f"warning: {flag} is not used by --method {args.method}.", file=sys.stderr)
+
+
 def _check_args(args) -> None:
     """Everything that can be refused before loading data or training."""
+    _check_paths(args)
+    _warn_unused_flags(args)
     if not 0 <= args.seed <= runner.MAX_SEED:
         raise runner.ResourceError(f"--seed must be in 0..{runner.MAX_SEED}, got {args.seed}.")
-    if args.seeds < 1:
-        raise runner.ResourceError(f"--seeds must be >= 1, got {args.seeds}.")
+    if not 1 <= args.seeds <= 2**31 - 1:
+        raise runner.ResourceError(f"--seeds must be in 1..{2**31 - 1}, got {args.seeds}.")
     if args.checkpoint_every < 1:
         raise config_lib.ConfigError(
             f"--checkpoint-every must be >= 1, got {args.checkpoint_every}."
@@ -80,10 +123,16 @@ def _check_generator_args(args) -> None:
             f"--csbm-seed must be in 0..{runner.MAX_SEED}, got {args.csbm_seed}."
         )
     require_at_least_one(csbm_nodes=args.csbm_nodes, csbm_features=args.csbm_features)
+    if not (math.isfinite(args.csbm_degree) and args.csbm_degree > 0):
+        raise config_lib.ConfigError(f"--csbm-degree must be a number > 0, got {args.csbm_degree}.")
+    if not (0.0 <= args.csbm_homophily <= 1.0):  # also refuses nan
+        raise config_lib.ConfigError(
+            f"--csbm-homophily must be in [0, 1], got {args.csbm_homophily}."
+        )
     # Generation holds float64 features and their float32 CSR copy (16 bytes a value) and the
     # int64 edge draws in both directions (about 40 bytes per unit of degree).
     needed = args.csbm_nodes * (16 * args.csbm_features + 40 * max(args.csbm_degree, 1.0))
-    available = runner.available_memory_bytes()
+    available = runner.host_memory_bytes()
     if available is not None and needed > available:
         raise runner.ResourceError(
             f"--csbm-nodes {args.csbm_nodes} with --csbm-features {args.csbm_features} needs "

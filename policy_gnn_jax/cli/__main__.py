@@ -2,6 +2,10 @@
 
 import sys
 
-from policy_gnn_jax.cli import main
+try:  # importing JAX takes a second or two: a Ctrl-C then is one line too, not a traceback
+    from policy_gnn_jax.cli import main
+except KeyboardInterrupt:
+    print("error: interrupted while starting; nothing was run.", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

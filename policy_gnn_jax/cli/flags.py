@@ -156,12 +156,14 @@ def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
 def config_from_args(args) -> config_lib.Config:
     """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given,
     then every `--set FIELD=VALUE` (last, so it wins)."""
-    if args.backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
+    overrides = config_lib.parse_overrides(args.set)
+    backbone = overrides.get("backbone", args.backbone)  # --set backbone= picks the preset too
+    if backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
         preset = functools.partial(config_lib.Config.decoupled, dataset=args.dataset)
     else:
         preset = config_lib.Config
     values = dict(
-        backbone=args.backbone, num_episodes=args.episodes, audit=args.audit, engine=args.engine
+        backbone=backbone, num_episodes=args.episodes, audit=args.audit, engine=args.engine
     )
     if args.depths is not None:
         values["min_depth"], values["max_depth"] = config_lib.parse_depths(args.depths)
@@ -187,7 +189,7 @@ def config_from_args(args) -> config_lib.Config:
         fanouts=None if args.fanouts is None else parse_fanouts(args.fanouts),
     )
     values.update({k: v for k, v in optional.items() if v is not None})
-    values.update(config_lib.parse_overrides(args.set))
+    values.update(overrides)
     return preset(**values)
 
 

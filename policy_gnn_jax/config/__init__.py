@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from policy_gnn_jax.config.checks import (
     AUTO_SUBGRAPH_NODES,
     BACKBONES,
@@ -102,6 +104,16 @@ class Config:
     episodes_per_call: int = 10
 
     def __post_init__(self):
+        # numpy scalars (np.int64(32), np.float32(0.9)) become the Python values they stand
+        # for, as fit and from_arrays accept them; everything else is checked as given.
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.generic):
+                object.__setattr__(self, f.name, value.item())
+            elif isinstance(value, tuple) and any(isinstance(v, np.generic) for v in value):
+                object.__setattr__(
+                    self, f.name, tuple(getattr(v, "item", lambda v=v: v)() for v in value)
+                )
         validate(self)
 
     @property

@@ -29,6 +29,7 @@ class ConfigError(ValueError):
 
 
 INT32_MAX = 2**31 - 1
+FLOAT32_MAX = 3.4028234663852886e38
 # What each field annotation asks for, in words (the errors and `--set` say it).
 WANTED = {
     "int": "a whole number",
@@ -78,6 +79,12 @@ def _validate_types(c) -> None:
             _check(
                 abs(v) <= INT32_MAX,
                 f"{f.name} is {v}, beyond the int32 sizes it sets (at most {INT32_MAX}).",
+            )
+        if f.type == "float" and math.isfinite(value):
+            _check(
+                abs(value) <= FLOAT32_MAX,
+                f"{f.name} is {value}, beyond the float32 numbers it is computed in "
+                f"(at most {FLOAT32_MAX:.4g}).",
             )
 
 

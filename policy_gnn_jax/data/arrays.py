@@ -44,13 +44,29 @@ def _as_labels(labels, num_nodes: int, num_classes) -> tuple[np.ndarray, int]:
             f"{labels.dtype} {labels.shape}.",
             "Pass one class id per node, -1 for unlabelled nodes.",
         )
-    low = labels < -1
+    low = (
+        labels < -1
+        if np.issubdtype(labels.dtype, np.signedinteger)
+        else np.zeros(labels.shape, bool)
+    )
     if np.any(low):
         node = int(np.flatnonzero(low)[0])
         _fail(f"node {node} has label {labels[node]}.", "Use class ids 0..C-1, -1 for none.")
     if num_classes is not None:
         if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
             _fail(f"num_classes must be a whole number, got {num_classes!r}.", "Pass an int.")
+        if not 2 <= num_classes <= num_nodes:
+            _fail(
+                f"num_classes is {num_classes}, for {num_nodes} nodes.",
+                "Pass the number of classes: at least 2, and at most one a node.",
+            )
+        high = labels >= num_classes  # on the values as given: an int32 cast would wrap them
+        if np.any(high):
+            node = int(np.flatnonzero(high)[0])
+            _fail(
+                f"node {node} has label {labels[node]}, not below num_classes {num_classes}.",
+                "Use class ids 0..C-1, -1 for none.",
+            )
         return labels.astype(np.int32), int(num_classes)
     top = int(np.argmax(labels))
     # A class id above the node count cannot be a class of this graph (each class needs nodes):
@@ -95,6 +111,15 @@ def _as_features(features) -> sp.csr_matrix:
 
 
 def _check_float32_range(values: np.ndarray) -> None:
+    if np.issubdtype(values.dtype, np.integer):
+        rounded = values.astype(np.float32).astype(np.float64) != values.astype(np.float64)
+        if np.any(rounded):
+            warnings.warn(
+                f"{int(rounded.sum())} feature value(s) (integers beyond 2**24) are rounded in "
+                f"float32, which this library computes in: rescale them if the digits matter.",
+                stacklevel=4,
+            )
+        return
     if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
         return
     finite = np.isfinite(values)
@@ -210,6 +235,8 @@ def from_arrays(
     Raises:
       ValueError (InvalidDatasetError): a problem that cannot be repaired, naming the fix.
     """
+    if not isinstance(name, str) or not name:
+        _fail(f"name must be a non-empty string, got {name!r}.", "Pass the dataset's name.")
     feats = _as_features(features)
     n = feats.shape[0]
     labels, classes = _as_labels(labels, n, num_classes)

@@ -143,7 +143,7 @@ def resolve_file(
         folders, target = [pathlib.Path(data_dir)], pathlib.Path(data_dir)
     else:
         target = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
-        env = [pathlib.Path(d) for d in (os.environ.get(planetoid.DATA_ENV),) if d]
+        env = planetoid.env_data_dirs()
         folders = list(dict.fromkeys([*env, target]))
     for folder in folders:
         if (folder / filename).is_file():

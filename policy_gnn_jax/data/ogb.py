@@ -88,7 +88,7 @@ def verified_zip(
     if data_dir is not None:  # that folder means that folder: nothing is read from others
         folders, target = [pathlib.Path(data_dir)], pathlib.Path(data_dir)
     else:
-        folders = [pathlib.Path(d) for d in (os.environ.get(planetoid.DATA_ENV),) if d] + [cache]
+        folders = planetoid.env_data_dirs() + [cache]
         target = cache
     found = next((f / ARXIV_ZIP for f in folders if (f / ARXIV_ZIP).is_file()), None)
     if found is None:

@@ -163,6 +163,20 @@ def resolve_raw_file(
     return cache_dir / filename
 
 
+def env_data_dirs() -> list[pathlib.Path]:
+    """$POLICY_GNN_DATA as a list of one folder (empty when unset); a value that names no
+    folder is an error, never silently passed over for the cache."""
+    value = os.environ.get(DATA_ENV)
+    if not value:
+        return []
+    if not pathlib.Path(value).is_dir():
+        raise DataError(
+            f"${DATA_ENV} is {value!r}, which is not a folder: point it at the folder holding "
+            f"the raw files, or unset it."
+        )
+    return [pathlib.Path(value)]
+
+
 def _folders_of(paths) -> str:
     """The folders `paths` lie in, absolute, joined by ", "."""
     return ", ".join(sorted({str(pathlib.Path(p).parent.absolute()) for p in paths}))
@@ -266,7 +280,7 @@ def load_planetoid(
     if data_dir is not None:  # that folder means that folder: nothing is filled in from others
         search_dirs, cache = [], pathlib.Path(data_dir)
     else:
-        search_dirs = [pathlib.Path(d) for d in (os.environ.get(DATA_ENV),) if d]
+        search_dirs = env_data_dirs()
         cache = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
     table = sha_table or PLANETOID_SHA256
     paths = {

@@ -269,12 +269,27 @@ def _kill_after_saves() -> int | None:
     return int(text)
 
 
+def is_checkpoint_step(path: pathlib.Path) -> bool:
+    """An entry orbax writes: a numbered step folder it committed (it holds orbax's metadata or
+    commit marker), or one of its temporary step folders."""
+    if not path.is_dir():
+        return False
+    if ".orbax-checkpoint-tmp" in path.name:
+        return True
+    markers = ("_CHECKPOINT_METADATA", "commit_success.txt")
+    return path.name.isdigit() and any((path / m).exists() for m in markers)
+
+
 def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
-    """A folder holding anything but orbax's numbered steps is someone's files, not a checkpoint:
-    refused without touching it (and without telling anyone to delete it)."""
+    """A folder holding anything but checkpoint steps (and its lock) is someone's files, not a
+    checkpoint: refused without touching it (and without telling anyone to delete it)."""
     if not directory.is_dir():
         return
-    foreign = sorted(p.name for p in directory.iterdir() if not p.name.split(".")[0].isdigit())
+    foreign = sorted(
+        p.name
+        for p in directory.iterdir()
+        if p.name != ".policy-gnn.lock" and not is_checkpoint_step(p)
+    )
     if foreign:
         listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise CheckpointError(

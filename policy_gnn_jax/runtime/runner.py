@@ -39,8 +39,10 @@ def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     """One independent typed PRNG key per seed, all derived from `seed`."""
     if not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
         raise ResourceError(f"seed must be an integer in 0..{MAX_SEED}, got {seed!r}.")
-    if not isinstance(num_seeds, (int, np.integer)) or num_seeds < 1:
-        raise ResourceError(f"the number of seeds must be an integer >= 1, got {num_seeds!r}.")
+    if not isinstance(num_seeds, (int, np.integer)) or not 1 <= num_seeds <= 2**31 - 1:
+        raise ResourceError(
+            f"the number of seeds must be a whole number in 1..{2**31 - 1}, got {num_seeds!r}."
+        )
     return jax.random.split(jax.random.key(seed), num_seeds)
 
 
@@ -104,6 +106,11 @@ def available_memory_bytes() -> int | None:
     stats = jax.devices()[0].memory_stats() if jax.default_backend() != "cpu" else None
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    return host_memory_bytes()
+
+
+def host_memory_bytes() -> int | None:
+    """The host's MemAvailable (no device is started to read it)."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -128,6 +135,13 @@ def check_memory(compiled, num_seeds: int, available: int | None) -> None:
     if needed > 0.9 * available:
         per_seed = needed / num_seeds
         fits = max(0, int(0.9 * available // max(per_seed, 1)))
+        if fits == 0:  # no seed count helps: the model itself is too large here
+            raise ResourceError(
+                f"one seed needs about {per_seed / 2**30:.1f} GiB but about "
+                f"{available / 2**30:.1f} GiB is free: the model is too large for this device. "
+                f"Lower its sizes (hidden widths, q_hidden, buffer_size, replay_capacity, the "
+                f"number of classes) or use a device with more memory."
+            )
         raise ResourceError(
             f"{num_seeds} seeds need about {needed / 2**30:.1f} GiB ({per_seed / 2**20:.1f} MiB "
             f"per seed) but about {available / 2**30:.1f} GiB is free: use at most {fits} seeds "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import pathlib
 import shutil
 import zipfile
@@ -22,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from policy_gnn_jax import data
+from policy_gnn_jax.config import ConfigError
 from policy_gnn_jax.runtime import checkpoint, outputs
 from policy_gnn_jax.runtime.checkpoint import CheckpointError
 
@@ -70,9 +72,12 @@ def _dataset_from(blob: bytes) -> data.Dataset:
 
 def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, overwrite: bool):
     """Writes a fit into `folder` (see the module docstring); returns the folder."""
-    folder = pathlib.Path(folder)
+    if not isinstance(overwrite, bool):
+        raise ConfigError(f"overwrite must be True or False, got {overwrite!r}.")
+    folder = _as_path(folder)
+    outputs.check_no_result(folder, overwrite, "overwrite=True")  # before making anything
     with outputs.FolderLock(folder, "output folder"):
-        outputs.check_no_result(folder, overwrite, "overwrite=True")
+        outputs.check_no_result(folder, overwrite, "overwrite=True")  # again, as the owner
         staging = outputs.staging_folder(folder)
         try:
             snapshots = io.BytesIO()
@@ -94,7 +99,7 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
 def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
     """(fit.json, the record, the dataset, the snapshot leaves) of a saved fit, each file checked
     against the manifest first."""
-    folder = pathlib.Path(folder)
+    folder = _as_path(folder)
     if not (folder / "fit.json").is_file():
         raise CheckpointError(
             f"{folder} holds no saved fit (no fit.json): pass a folder written by Fit.save or by "
@@ -108,8 +113,9 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         )
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{folder}/fit.json has an unknown format {meta.get('format')}.")
+    _check_meta(folder, meta)
     blobs = {name: _read_bytes(folder / name) for name in MANIFEST_FILES}
-    for name, expected in (meta.get("files") or {}).items():  # fits saved before: no manifest
+    for name, expected in meta.get("files", {}).items():  # fits saved before: no manifest
         if _sha256(blobs[name]) != expected:
             raise CheckpointError(
                 f"{folder}/{name} is not the file this fit saved (its SHA-256 differs from "
@@ -129,6 +135,38 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/snapshots.npz is damaged ({err}): save again.") from None
     return meta, record, ds, leaves
+
+
+def _as_path(folder) -> pathlib.Path:
+    if not isinstance(folder, str | os.PathLike) or not str(folder):
+        raise CheckpointError(f"a saved fit's folder must be a path, got {folder!r}.")
+    return pathlib.Path(folder)
+
+
+def _check_meta(folder: pathlib.Path, meta: dict) -> None:
+    """fit.json's fields, each of its type: a hand-edited one is named, not a KeyError."""
+    kinds = {
+        "method": str,
+        "config": dict,
+        "dataset_fingerprint": str,
+        "num_leaves": int,
+        "custom": list,
+        "files": dict,
+    }
+    for key, kind in kinds.items():
+        required = key not in ("custom", "files")  # absent from fits saved before them
+        if (key in meta or required) and not isinstance(meta.get(key), kind):
+            raise CheckpointError(
+                f"{folder}/fit.json's {key!r} is {meta.get(key)!r}, not a {kind.__name__}: the "
+                f"file was edited or damaged. Save the fit again."
+            )
+    if "files" in meta and sorted(meta["files"]) != sorted(MANIFEST_FILES):
+        raise CheckpointError(
+            f"{folder}/fit.json's manifest lists {sorted(meta['files'])}, not "
+            f"{sorted(MANIFEST_FILES)}: the file was edited. Save the fit again."
+        )
+    if not set(meta.get("custom", [])) <= {"backbone", "agent"}:
+        raise CheckpointError(f"{folder}/fit.json's 'custom' is {meta['custom']!r}: save again.")
 
 
 def _read_bytes(path: pathlib.Path) -> bytes:

@@ -24,7 +24,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status
 from policy_gnn_jax.contrib.reproduction import figures, tables
-from policy_gnn_jax.runtime import checkpoint, runner
+from policy_gnn_jax.runtime import checkpoint, outputs, runner
 
 
 def check_args(args) -> None:
@@ -76,6 +76,11 @@ def main(argv=None) -> int:
     )
     p.add_argument("--data-dir", default=None)
     p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a saved run under --out that differs from this command's (else refused)",
+    )
+    p.add_argument(
         "--headroom-json",
         default="docs/results/headroom.json",
         help="headroom: the file its numbers are merged into, under the backbone's name",
@@ -101,7 +106,8 @@ def run(args) -> None:
         "planted": figures.planted,
         "headroom": figures.headroom,
     }
-    commands[args.what](args)
+    with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
+        commands[args.what](args)
 
 
 if __name__ == "__main__":

@@ -240,11 +240,14 @@ def planted(args) -> None:
             "gcn",
             args.seeds,
             args.seed_mode,
+            replace=args.overwrite,
         )
         summary[f"gcn depth {depth}"] = r["test_accuracy"]
     for method in ("random", "policy-gnn"):
         cfg = dataclasses.replace(base, random_policy=(method == "random"))
-        r = run_cache.run_or_load(out / method, ds, cfg, method, args.seeds, args.seed_mode)
+        r = run_cache.run_or_load(
+            out / method, ds, cfg, method, args.seeds, args.seed_mode, replace=args.overwrite
+        )
         agree = data.planted_agreement(ds, np.array(r["test_depths"]))  # [S]
         summary[method] = dict(r["test_accuracy"], planted_agreement=records.mean_std(agree))
     lines = ["| run | test accuracy | picks the planted depth |", "|---|---|---|"]

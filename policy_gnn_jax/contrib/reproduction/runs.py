@@ -30,24 +30,43 @@ def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None
     return all(saved[k] == v if k in saved else v == defaults[k] for k, v in current.items())
 
 
-def run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", seed=0) -> dict:
+def run_or_load(
+    out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", seed=0, replace=False
+) -> dict:
     """Runs one sweep unless a matching results.json is already saved there (same config, seeds,
-    method and seed mode; records from before the mode was recorded were all vmapped)."""
+    method and seed mode; records from before the mode was recorded were all vmapped). A saved
+    run of anything else is replaced only with `replace` (`--overwrite`): never lost silently."""
     path = out / "results.json"
     if path.exists():
         record = checkpoint.read_json(path)  # a truncated file is named, with what to do
-        if (
-            configs_match(record["config"], cfg, method)
-            and record["seeds"] == seeds
-            and record["method"] == method
-            and record.get("seed_mode", "vmap") == seed_mode
-        ):
+        if not isinstance(record, dict) or not {"config", "seeds", "method"} <= set(record):
+            raise checkpoint.CheckpointError(
+                f"{path} is not the results.json of a run (it holds {str(record)[:60]}): move "
+                f"it away, or pass --overwrite to replace it."
+            )
+        differs = _differences(record, cfg, method, seeds, seed_mode)
+        if not differs:
             print(f"reusing {path}: {methods.summary_line(record)}")
             return record
+        if not replace:
+            raise checkpoint.CheckpointError(
+                f"{path} holds another run (its {', '.join(differs[:4])} differ from this "
+                f"command's); nothing was replaced. Pass --overwrite to replace it, or use "
+                f"another --out."
+            )
     record = api.fit(ds, cfg, method=method, seeds=seeds, seed=seed, seed_mode=seed_mode).record
     records.save(record, out)
     print(methods.summary_line(record))
     return record
+
+
+def _differences(record: dict, cfg, method, seeds, seed_mode) -> list[str]:
+    """What makes a saved run another one than this command's, by name."""
+    found = [] if configs_match(record["config"], cfg, method) else ["config"]
+    found += ["seeds"] if record["seeds"] != seeds else []
+    found += ["method"] if record["method"] != method else []
+    found += ["seed mode"] if record.get("seed_mode", "vmap") != seed_mode else []
+    return found
 
 
 def base_config(args, dataset: str | None = None, **overrides) -> config_lib.Config:
@@ -84,11 +103,13 @@ def dataset_runs(name, args, out_root) -> dict:
     for depth in range(lowest, base.max_depth + 1):
         cfg = dataclasses.replace(base, depth=depth)
         runs[f"gcn-d{depth}"] = run_or_load(
-            out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds, args.seed_mode
-        )
+            out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds, args.seed_mode,
+            replace=args.overwrite,
+        )  # fmt: skip
     for method in ("random", "policy-gnn"):
         cfg = policy_config(args, method, name)
         runs[method] = run_or_load(
-            out_root / name / method, ds, cfg, method, args.seeds, args.seed_mode
-        )
+            out_root / name / method, ds, cfg, method, args.seeds, args.seed_mode,
+            replace=args.overwrite,
+        )  # fmt: skip
     return runs

@@ -186,7 +186,10 @@ def ablations(args) -> None:
         for key, _, change in ABLATIONS:
             method = "random" if change is None else "policy-gnn"
             cfg = run_cache.policy_config(args, method, name, **(change or {}))
-            r = run_cache.run_or_load(out / name / key, ds, cfg, method, args.seeds, args.seed_mode)
+            r = run_cache.run_or_load(
+                out / name / key, ds, cfg, method, args.seeds, args.seed_mode,
+                replace=args.overwrite,
+            )  # fmt: skip
             backends.add(f"{r['versions']['jax_backend']} (jax {r['versions']['jax']})")
             record.setdefault(key, {})[name] = {
                 "test_accuracy": r["test_accuracy"],
