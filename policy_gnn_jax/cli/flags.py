@@ -98,7 +98,9 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     io.add_argument("--data-dir", default=None, help=f"raw files (else ${data.DATA_ENV})")
     io.add_argument("--no-download", action="store_true", help="never download")
     io.add_argument("--out", default=None, help="output folder (a new one under results/)")
-    io.add_argument("--overwrite", action="store_true", help="replace a result already in --out")
+    io.add_argument(
+        "--overwrite", action="store_true", help="replace the result files already in --out"
+    )
     io.add_argument(
         "--checkpoint-dir", default=None, help="checkpoint there; the same command resumes"
     )
