@@ -90,12 +90,18 @@ def results(args) -> None:
     """Policy-GNN+ (the validation-chosen switches) with --seeds seeds on each backbone, and the
     rows the issue asks for, into --results-json; a figure of the chosen depths."""
     out = pathlib.Path(args.out)
-    ablation = checkpoint.read_json(pathlib.Path(args.ablation_json))
-    headroom = checkpoint.read_json(pathlib.Path(args.headroom_json))
+    ablation = _read_object(args.ablation_json, "the ablation (adaptive_depth.py ablate)")
+    headroom = _read_object(args.headroom_json, "the headroom analysis (reproduce.py headroom)")
     entries, missing = [], []
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)
-        chosen = ablation[f"{name}/decoupled"]["chosen_by_val"]
+        chosen = ablation.get(f"{name}/decoupled", {}).get("chosen_by_val")
+        if not isinstance(chosen, dict):
+            raise checkpoint.CheckpointError(
+                f"{args.ablation_json} has no switches chosen for {name} on the decoupled "
+                f"backbone: run `python experiments/adaptive_depth.py ablate --datasets {name}` "
+                f"first."
+            )
         for backbone in args.backbones:
             folder = "reproduce" if backbone == "gcn" else f"reproduce-{backbone}"
             for method in ("policy-gnn", "random"):
@@ -132,6 +138,17 @@ def results(args) -> None:
               f"{t['mean']:.4f} ± {t['std']:.4f}")  # fmt: skip
     for line in missing:
         print(f"missing: {line}")
+
+
+def _read_object(path, what: str) -> dict:
+    """A JSON object this script reads, named when it is not one."""
+    value = checkpoint.read_json(pathlib.Path(path))
+    if not isinstance(value, dict):
+        raise checkpoint.CheckpointError(
+            f"{path} is not {what}'s JSON (it holds {str(value)[:60]}): point the flag at the "
+            f"file that command wrote."
+        )
+    return value
 
 
 def depth_figure(name, ds, record, path: pathlib.Path) -> None:
