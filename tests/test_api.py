@@ -170,7 +170,7 @@ def test_jraph_round_trip(small_dataset):
         (lambda a: a.update(features=np.where(np.eye(120, 8) > 0, np.nan, a["features"])), "NaN"),
         (
             lambda a: a.update(labels=np.where(np.arange(120) == 3, 7, a["labels"]), num_classes=2),
-            "lie in",
+            "node 3 has label 7, not below num_classes 2",
         ),
         (lambda a: a.update(val_index=a["train_index"][:5]), "overlaps"),
         (lambda a: a.update(test_index=np.array([], np.int64)), "non-empty"),

@@ -130,7 +130,7 @@ def test_load_of_a_damaged_fit_is_a_clear_error(tmp_path):
     [
         (["--seed", str(2**64)], "--seed must be in 0..4294967295"),
         (["--seed", "-1"], "--seed must be in"),
-        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--seeds", "0"], "--seeds must be in 1.."),
         (["--depths", "2-"], "--depths must look like"),
         (["--depths", "5-2"], "min_depth <= max_depth"),
         (["--dataset", "coraa"], "Unknown dataset 'coraa'"),
