@@ -196,8 +196,10 @@ def test_output_files_follow_the_umask(two_fits, tmp_path):
         assert (tmp_path / "a" / name).stat().st_mode & 0o777 == 0o644, name
 
 
-def test_sigint_ends_with_one_line_naming_the_last_checkpoint(tmp_path):
-    """Before: a KeyboardInterrupt traceback and orbax's."""
+@pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_ends_with_one_line_naming_the_last_checkpoint(tmp_path, stop, code):
+    """Before: a KeyboardInterrupt traceback and orbax's (SIGINT); SIGTERM killed the run with
+    no word and left its empty output folder."""
     ckpt = tmp_path / "ckpt"
     command = [sys.executable, "-m", "policy_gnn_jax.cli", *QUICK[:-5], "--episodes", "400"]
     command += ["--checkpoint-dir", str(ckpt), "--set", "episodes_per_call=2"]
@@ -206,9 +208,9 @@ def test_sigint_ends_with_one_line_naming_the_last_checkpoint(tmp_path):
     deadline = time.time() + 120
     while not any(p.name.isdigit() for p in ckpt.glob("*")) and time.time() < deadline:
         time.sleep(0.2)
-    run.send_signal(signal.SIGINT)
+    run.send_signal(stop)
     _, err = run.communicate(timeout=60)
-    assert run.returncode == 130, err
+    assert run.returncode == code, err
     assert "Traceback" not in err
     lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: interrupted")

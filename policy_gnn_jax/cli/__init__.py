@@ -15,7 +15,9 @@ import ctypes
 import math
 import os
 import pathlib
+import signal
 import sys
+import threading
 
 import jax
 
@@ -141,8 +143,18 @@ def _check_generator_args(args) -> None:
         )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop, `kill`), handled as Ctrl-C: one line, nothing half-written."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def main(argv=None) -> int:
     tune_malloc()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     args = build_parser().parse_args(argv)
     out, made_out = None, False
     try:
@@ -171,8 +183,9 @@ def main(argv=None) -> int:
             out if made_out else None,
             2,
         )
-    except KeyboardInterrupt:
-        return _fail(_interrupted(args), out if made_out else None, 130)
+    except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
+        code = 143 if isinstance(stop, Terminated) else 130
+        return _fail(_interrupted(args), out if made_out else None, code)
     _report(fitted.record, out)
     return 0
 

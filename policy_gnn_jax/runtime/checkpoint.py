@@ -243,18 +243,20 @@ class Checkpointer:
 
 @contextlib.contextmanager
 def _sigint_deferred():
-    """Holds SIGINT back while the block runs, then raises the KeyboardInterrupt it would have."""
+    """Holds SIGINT and SIGTERM back while the block runs, then lets the first one through."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     if received:
-        raise KeyboardInterrupt
+        signal.raise_signal(received[0])  # now, under the handlers the run had
 
 
 def _kill_after_saves() -> int | None:
