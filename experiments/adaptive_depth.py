@@ -25,7 +25,7 @@ from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
 from policy_gnn_jax.contrib.reproduction.runs import run_or_load
-from policy_gnn_jax.runtime import checkpoint
+from policy_gnn_jax.runtime import checkpoint, outputs
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -219,7 +219,8 @@ def run(args) -> None:
     checkpoint.check_writable_dir(args.out)
     written = args.ablation_json if args.what == "ablate" else args.results_json
     checkpoint.check_writable_file(written)
-    {"ablate": ablate, "results": results}[args.what](args)
+    with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
+        {"ablate": ablate, "results": results}[args.what](args)
 
 
 if __name__ == "__main__":

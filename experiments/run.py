@@ -10,10 +10,10 @@ python experiments/run.py --dataset csbm --method random --episodes 50
 import sys
 
 try:  # importing JAX takes a second or two: a Ctrl-C then is one line too, not a traceback
-    from policy_gnn_jax.cli import main
+    from policy_gnn_jax.cli import entry
 except KeyboardInterrupt:
     print("error: interrupted while starting; nothing was run.", file=sys.stderr)
     sys.exit(130)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

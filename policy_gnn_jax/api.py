@@ -50,6 +50,7 @@ def run_fingerprint(
     modes round differently, so a state of one cannot go on in the other), and which parts were
     the caller's own (a custom backbone or agent cannot be told apart by content)."""
     parts = [ds.fingerprint(), dataclasses.asdict(config), method, seeds, seed]
+    parts += [ds.num_classes]  # sizes the output layer; not in the arrays' fingerprint
     parts += [list(custom)] if custom else []
     parts += [seed_mode] if seed_mode is not None else []
     blob = json.dumps(parts, sort_keys=True)

@@ -45,6 +45,9 @@ def exit_status(command, *args) -> int:
     except INPUT_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; runs saved before it are kept and reused.", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -76,6 +79,16 @@ def _check_paths(args) -> None:
                 f"--out and --checkpoint-dir are one folder ({out}): give the checkpoints a "
                 f"folder of their own (e.g. {out / 'checkpoints'})."
             )
+        if ckpt in out.parents:
+            raise config_lib.ConfigError(
+                f"--out {out} is inside --checkpoint-dir {ckpt}: keep the checkpoint folder to "
+                f"the checkpoints (e.g. --out {ckpt.parent / 'out'})."
+            )
+    if args.data_dir and data.heterophily.is_npz_path(args.dataset):
+        raise config_lib.ConfigError(
+            f"--dataset {args.dataset} is a file's path, read from there; --data-dir is not "
+            f"searched for it. Pass the full path and leave --data-dir out."
+        )
     if args.out and pathlib.Path(args.out).is_dir():
         steps = [p for p in pathlib.Path(args.out).iterdir() if checkpoint.is_checkpoint_step(p)]
         if steps:
@@ -90,9 +103,16 @@ def _warn_unused_flags(args) -> None:
     fixed = methods.get(args.method) is methods.FIXED_DEPTH
     unused = (
         [("--episodes", args.episodes != 1000), ("--depths", args.depths is not None)]
+        + [("--engine", args.engine != "auto"), ("--audit", args.audit)]
         if fixed
         else [("--depth", args.depth is not None)]
     )
+    splits = args.dataset.lower() in data.HETEROPHILY_NAMES or args.dataset.endswith(".npz")
+    if args.split != 0 and not splits:
+        print(
+            f"warning: --split is not used by --dataset {args.dataset} (one split).",
+            file=sys.stderr,
+        )
     if not fixed and methods.get(args.method).name != "policy-gnn-plus":
         unused.append(("--epochs", args.epochs is not None))
     for flag, given in unused:
@@ -185,7 +205,7 @@ def main(argv=None) -> int:
         )
     except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
         code = 143 if isinstance(stop, Terminated) else 130
-        return _fail(_interrupted(args), out if made_out else None, code)
+        return _fail(_interrupted(args, out), out if made_out else None, code)
     _report(fitted.record, out)
     return 0
 
@@ -217,8 +237,10 @@ def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
     return code
 
 
-def _interrupted(args) -> str:
+def _interrupted(args, out: pathlib.Path | None) -> str:
     """Where an interrupted run can resume from, in one sentence."""
+    if out is not None and (out / "fit.json").is_file():  # the signal landed after the save
+        return f"interrupted after the result was saved in {out}; it is complete."
     if not args.checkpoint_dir:
         return "interrupted; nothing was saved (pass --checkpoint-dir DIR to make a run resumable)."
     folder = pathlib.Path(args.checkpoint_dir).absolute()
@@ -229,6 +251,18 @@ def _interrupted(args) -> str:
         f"interrupted; the last checkpoint is in {folder} (chunk {max(steps)}): run the same "
         f"command to resume from it."
     )
+
+
+def entry() -> int:
+    """The `policy-gnn` command as a program: `main`, and after a Ctrl-C or SIGTERM an
+    immediate exit, so that tearing JAX down half-way cannot crash the process after the one
+    line was printed."""
+    code = main()
+    if code in (130, 143):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def start_backend() -> None:
@@ -283,8 +317,8 @@ def _remove_if_empty(folder: pathlib.Path) -> None:
 
 def _default_stem(args, config) -> str:
     tag = methods.get(args.method).describe(config).replace(" depth ", "-d")
-    if args.backbone != "gcn":
-        tag = f"{args.backbone}-{tag}"
+    if config.backbone != "gcn":  # the config's: --set backbone= names it too
+        tag = f"{config.backbone}-{tag}"
     name = pathlib.Path(args.dataset).stem if args.dataset.endswith(".npz") else args.dataset
     split = f"-split{args.split}" if "split" in _generator_args(args) else ""
     return f"{name.lower()}{split}-{tag}"

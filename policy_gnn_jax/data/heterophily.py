@@ -29,8 +29,8 @@ import urllib.error
 import zipfile
 
 import numpy as np
-import scipy.sparse as sp
 
+from policy_gnn_jax.data import arrays as arrays_lib
 from policy_gnn_jax.data import planetoid
 from policy_gnn_jax.data.dataset import (
     DataError,
@@ -228,15 +228,18 @@ def _to_dataset(name: str, arrays: dict, split: int, path: pathlib.Path) -> Data
     edges = arrays["edges"]
     train, val, test = _split_masks(arrays, split, path)
     try:
+        # The checks from_arrays runs on a user's arrays, on the file's values as stored.
+        features = arrays_lib._as_features(arrays["node_features"])
+        labels, classes = arrays_lib._as_labels(labels, n, None)
         return Dataset(
             name=name,
-            features=sp.csr_matrix(arrays["node_features"], dtype=np.float32),
-            labels=labels.astype(np.int32),
+            features=features,
+            labels=labels,
             edges=symmetric_edges(edges[:, 0], edges[:, 1], n),
             train_index=np.flatnonzero(train).astype(np.int32),
             val_index=np.flatnonzero(val).astype(np.int32),
             test_index=np.flatnonzero(test).astype(np.int32),
-            num_classes=int(labels.max()) + 1 if n else 0,
+            num_classes=classes,
             source=planetoid._folders_of([path]),
             split=split,
         )

@@ -177,9 +177,9 @@ class Checkpointer:
             raise self._corrupt(step, err) from None
         if meta.get("fingerprint") != self.fingerprint:
             raise CheckpointError(
-                f"{self.directory} holds a checkpoint of a different run (another dataset, config, "
-                f"method or seed count). Use another --checkpoint-dir, or delete that folder to "
-                f"start this run from scratch."
+                f"{self.directory} holds a checkpoint of a different run (another dataset, "
+                f"config, method, seed count, base seed or seed mode). Run the command that made "
+                f"it to resume it, or use another --checkpoint-dir for this one."
             )
         target = {
             "state": jax.eval_shape(keys_to_data, state_like),
@@ -217,7 +217,7 @@ class Checkpointer:
             "chunks_done": chunks_done,
             "units_done": units_done,
         }
-        with _sigint_deferred():  # Ctrl-C during a save lands after it: the checkpoint is whole
+        with signals_deferred():  # Ctrl-C during a save lands after it: the checkpoint is whole
             self._manager.save(
                 chunks_done,
                 args=ocp.args.Composite(
@@ -242,7 +242,7 @@ class Checkpointer:
 
 
 @contextlib.contextmanager
-def _sigint_deferred():
+def signals_deferred():
     """Holds SIGINT and SIGTERM back while the block runs, then lets the first one through."""
     if threading.current_thread() is not threading.main_thread():
         yield

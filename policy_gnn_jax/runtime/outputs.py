@@ -25,8 +25,9 @@ import os
 import pathlib
 import shutil
 import socket
+import threading
 
-from policy_gnn_jax.runtime.checkpoint import CheckpointError
+from policy_gnn_jax.runtime.checkpoint import CheckpointError, is_checkpoint_step, signals_deferred
 
 # The files a result is made of; `fit.json` (the manifest) is written last.
 RESULT_FILES = ("results.json", "dataset.npz", "snapshots.npz", "fit.json")
@@ -64,6 +65,18 @@ def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> Non
     folder = pathlib.Path(folder)
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder} is an existing file, not a folder: choose a folder.")
+    if folder.is_dir():
+        for name in RESULT_FILES:
+            if (folder / name).exists() and not (folder / name).is_file():
+                raise CheckpointError(
+                    f"{folder / name} is not a file (a folder?): move it away; nothing was "
+                    f"replaced."
+                )
+        steps = [p.name for p in folder.iterdir() if is_checkpoint_step(p)]
+        if steps:
+            raise CheckpointError(
+                f"{folder} is a checkpoint folder (it holds {steps[0]}/): save results elsewhere."
+            )
     found = holds_result(folder) if folder.is_dir() else None
     if found and not overwrite:
         raise CheckpointError(
@@ -81,11 +94,12 @@ class FolderLock:
     """`with FolderLock(folder, what):` the only writer of `folder` while the block runs (the
     folder is created if needed).
 
-    Re-entrant within a process: a lock this process already holds is not taken again, so a
-    run that locks its output folder can call `Fit.save`, which locks it too.
+    Re-entrant within a thread: a lock this thread already holds is not taken again, so a run
+    that locks its output folder can call `Fit.save`, which locks it too. Another thread of the
+    same process is another writer, refused like another process.
     """
 
-    _held: dict[pathlib.Path, list] = {}  # lock path -> [count, fd]
+    _held: dict[tuple[pathlib.Path, int], list] = {}  # (lock path, thread) -> [count, fd]
 
     def __init__(self, folder: str | os.PathLike, what: str = "output folder"):
         self.folder = pathlib.Path(folder)
@@ -93,7 +107,8 @@ class FolderLock:
 
     def __enter__(self) -> FolderLock:
         self.path = lock_path(self.folder)
-        held = FolderLock._held.get(self.path)
+        self.key = (self.path, threading.get_ident())
+        held = FolderLock._held.get(self.key)
         if held:
             held[0] += 1
             return self
@@ -104,17 +119,33 @@ class FolderLock:
             raise CheckpointError(
                 f"{self.path} is a folder, where the {self.what}'s lock file goes: remove it."
             ) from None
+        except PermissionError:
+            if self.path.exists() or self.path.is_symlink():
+                raise CheckpointError(
+                    f"the lock file {self.path} belongs to another user: a run of theirs may be "
+                    f"writing the {self.what}, or left it. Choose another folder, or ask them."
+                ) from None
+            raise CheckpointError(
+                f"cannot write to the {self.what} {self.folder} (permission denied): choose a "
+                f"writable folder."
+            ) from None
         except OSError as err:  # a file in the way, read-only, /proc, ...
             raise CheckpointError(
                 f"cannot write to the {self.what} {self.folder} ({err.strerror or err}): "
                 f"choose a writable folder."
             ) from None
-        FolderLock._held[self.path] = [1, fd]
+        FolderLock._held[self.key] = [1, fd]
         return self
 
     def _acquire(self) -> int:
         while True:
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+            if self.path.is_symlink():  # a planted link would make us write the file it names
+                raise CheckpointError(
+                    f"{self.path} is a symlink, where the {self.what}'s lock file goes: remove "
+                    f"it (nothing was written through it)."
+                )
+            flags = os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(self.path, flags, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -138,13 +169,13 @@ class FolderLock:
             os.close(fd)
 
     def __exit__(self, *exc) -> None:
-        held = FolderLock._held.get(self.path)
+        held = FolderLock._held.get(self.key)
         if held is None:
             return
         held[0] -= 1
         if held[0]:
             return
-        del FolderLock._held[self.path]
+        del FolderLock._held[self.key]
         try:
             self.path.unlink()  # while still locked: a waiter then retries on a fresh file
         except FileNotFoundError:
@@ -171,9 +202,12 @@ def _owner_record() -> dict:
 def staging_folder(folder: str | os.PathLike) -> pathlib.Path:
     """A fresh, empty folder inside `folder` to write the new files into before `publish`."""
     folder = pathlib.Path(folder)
-    staging = folder / f".staging-{os.getpid()}"
+    staging = folder / f".staging-{os.getpid()}-{threading.get_ident()}"
     try:
-        shutil.rmtree(staging, ignore_errors=True)  # left by a crash of this very process id
+        for old in folder.glob(".staging-*"):  # left by a crash: its process is gone
+            if not _alive(old.name.split("-")[1]):
+                shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
     except OSError as err:
         raise CheckpointError(
@@ -182,16 +216,27 @@ def staging_folder(folder: str | os.PathLike) -> pathlib.Path:
     return staging
 
 
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def publish(staging: pathlib.Path, folder: str | os.PathLike) -> pathlib.Path:
     """Moves the staged result files into `folder`, each by an atomic rename: the old `fit.json`
     first out, the new one last in. Other files in `folder` are not touched."""
     folder = pathlib.Path(folder)
-    try:
-        (folder / "fit.json").unlink()
-    except FileNotFoundError:
-        pass
-    for name in RESULT_FILES:
-        if (staging / name).exists():
-            os.replace(staging / name, folder / name)
-    staging.rmdir()
+    with signals_deferred():  # a Ctrl-C or SIGTERM lands after the last rename, never between
+        try:
+            (folder / "fit.json").unlink()
+        except FileNotFoundError:
+            pass
+        for name in RESULT_FILES:
+            if (staging / name).exists():
+                os.replace(staging / name, folder / name)
+        staging.rmdir()
     return folder

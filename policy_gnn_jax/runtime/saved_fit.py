@@ -27,7 +27,8 @@ from policy_gnn_jax.config import ConfigError
 from policy_gnn_jax.runtime import checkpoint, outputs
 from policy_gnn_jax.runtime.checkpoint import CheckpointError
 
-FORMAT = 1
+# 2: with the manifest (`files`, `run_fingerprint`), required; 1: fits saved before it.
+FORMAT = 2
 MANIFEST_FILES = ("results.json", "dataset.npz", "snapshots.npz")
 
 
@@ -72,8 +73,9 @@ def _dataset_from(blob: bytes) -> data.Dataset:
 
 def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, overwrite: bool):
     """Writes a fit into `folder` (see the module docstring); returns the folder."""
-    if not isinstance(overwrite, bool):
+    if not isinstance(overwrite, bool | np.bool_):
         raise ConfigError(f"overwrite must be True or False, got {overwrite!r}.")
+    overwrite = bool(overwrite)
     folder = _as_path(folder)
     outputs.check_no_result(folder, overwrite, "overwrite=True")  # before making anything
     with outputs.FolderLock(folder, "output folder"):
@@ -111,8 +113,13 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"{folder}/fit.json is not the fit.json of a saved fit (it holds "
             f"{type(meta).__name__} {str(meta)[:60]}): save the fit again."
         )
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in (1, FORMAT):
         raise CheckpointError(f"{folder}/fit.json has an unknown format {meta.get('format')}.")
+    if meta["format"] == FORMAT and not {"files", "run_fingerprint"} <= set(meta):
+        raise CheckpointError(
+            f"{folder}/fit.json has lost its manifest ('files' or 'run_fingerprint'): the file "
+            f"was edited. Save the fit again."
+        )
     _check_meta(folder, meta)
     blobs = {name: _read_bytes(folder / name) for name in MANIFEST_FILES}
     for name, expected in meta.get("files", {}).items():  # fits saved before: no manifest

@@ -9,7 +9,7 @@ import pathlib
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import checkpoint, records
+from policy_gnn_jax.runtime import checkpoint, outputs, records
 
 
 def _as_json(cfg: config_lib.Config) -> dict:
@@ -36,6 +36,11 @@ def run_or_load(
     """Runs one sweep unless a matching results.json is already saved there (same config, seeds,
     method and seed mode; records from before the mode was recorded were all vmapped). A saved
     run of anything else is replaced only with `replace` (`--overwrite`): never lost silently."""
+    with outputs.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
+        return _run_or_load(out, ds, cfg, method, seeds, seed_mode, seed, replace)
+
+
+def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, replace) -> dict:
     path = out / "results.json"
     if path.exists():
         record = checkpoint.read_json(path)  # a truncated file is named, with what to do
@@ -55,6 +60,8 @@ def run_or_load(
                 f"another --out."
             )
     record = api.fit(ds, cfg, method=method, seeds=seeds, seed=seed, seed_mode=seed_mode).record
+    for name in ("fit.json", "snapshots.npz", "dataset.npz"):  # a saved fit's, now outdated
+        (out / name).unlink(missing_ok=True)
     records.save(record, out)
     print(methods.summary_line(record))
     return record
