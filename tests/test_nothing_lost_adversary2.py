@@ -1,0 +1,149 @@
+"""Findings of a second adversarial pass over the output, lock and manifest handling: each a test
+that failed before its fix."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from test_nothing_lost_adversary import _run, _toy
+
+import policy_gnn_jax as pg
+from policy_gnn_jax.runtime import outputs
+
+
+@pytest.fixture(scope="module")
+def fits():
+    """Two one-seed fixed-depth fits of one toy graph, seeds 0 and 1."""
+    ds = _toy()
+    config = pg.Config.tiny(epochs=3)
+    return ds, [pg.fit(ds, config, method="gcn", seeds=1, seed=s, progress=False) for s in (0, 1)]
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(tmp_path, capsys):
+    """Before: the lock followed the symlink and overwrote the file it named."""
+    (tmp_path / "precious.txt").write_text("mine")
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / outputs.LOCK_NAME).symlink_to(tmp_path / "precious.txt")
+    assert _run("--out", str(tmp_path / "o")) == 2
+    assert "symlink" in capsys.readouterr().err
+    assert (tmp_path / "precious.txt").read_text() == "mine"
+
+
+def test_two_threads_saving_one_folder_never_mix(fits, tmp_path):
+    """Before: the lock counted any thread of the process as its owner, and both threads shared
+    one staging folder: raw FileNotFoundError, or a folder that did not load."""
+    import threading
+
+    errors = []
+
+    def save(fit):
+        try:
+            fit.save(tmp_path / "f", overwrite=True)
+        except pg.CheckpointError as err:
+            errors.append(err)
+
+    for _ in range(5):
+        threads = [threading.Thread(target=save, args=(f,)) for f in fits[1]]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert pg.load(tmp_path / "f").record["seed"] in (0, 1)  # whole, one fit's files
+    assert all("in use" in str(e) for e in errors)
+
+
+def test_overwrite_refuses_a_result_name_that_is_a_folder_before_training(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert _run("--out", str(out)) == 0
+    (out / "results.json").unlink()
+    (out / "results.json").mkdir()
+    assert _run("--out", str(out), "--overwrite") == 2
+    assert "results.json" in capsys.readouterr().err
+    assert (out / "fit.json").exists()  # nothing was removed
+
+
+def test_fit_save_refuses_a_checkpoint_folder(fits, tmp_path):
+    (tmp_path / "ck" / "3").mkdir(parents=True)
+    (tmp_path / "ck" / "3" / "commit_success.txt").write_text("ok")
+    with pytest.raises(pg.CheckpointError, match="checkpoint"):
+        fits[1][0].save(tmp_path / "ck")
+
+
+def test_a_signal_during_the_final_save_lands_after_it(fits, tmp_path, monkeypatch):
+    """Before: a SIGTERM between the renames left results.json of one run beside
+    snapshots.npz of the other."""
+    import signal
+
+    fits[1][0].save(tmp_path / "f")
+    real_replace = os.replace
+
+    def replace_with_a_signal(src, dst):
+        if ".staging-" not in str(dst):  # a rename into the final folder: mid-publish
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_with_a_signal)
+    with pytest.raises(KeyboardInterrupt):
+        fits[1][1].save(tmp_path / "f", overwrite=True)
+    monkeypatch.undo()
+    assert pg.load(tmp_path / "f").record["seed"] == 1  # the save finished first
+
+
+def test_a_checkpoint_of_another_class_count_is_refused_in_one_line(tmp_path, capsys):
+    """Before: num_classes was not in the fingerprint: 47 orbax tracebacks."""
+    ds = _toy()
+    import dataclasses
+
+    other = dataclasses.replace(ds, num_classes=3)
+    config = pg.Config.tiny(num_episodes=2, episodes_per_call=1)
+    pg.fit(ds, config, seeds=1, progress=False, checkpoint_dir=tmp_path / "ck")
+    with pytest.raises(pg.CheckpointError, match="different run"):
+        pg.fit(other, config, seeds=1, progress=False, checkpoint_dir=tmp_path / "ck")
+
+
+def test_a_manifest_is_required_from_the_format_that_writes_one(fits, tmp_path):
+    """Before: removing "files" from fit.json passed as a fit saved before manifests."""
+    fits[1][0].save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    meta.pop("files")
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
+    with pytest.raises(pg.CheckpointError, match="manifest"):
+        pg.load(tmp_path / "f")
+
+
+def test_a_heterophily_file_is_checked_like_from_arrays(tmp_path):
+    """Before: a label beyond int32 overflowed inside JAX; 1e39 features were called NaN."""
+    from policy_gnn_jax.data import heterophily
+
+    n = 6
+    masks = np.zeros((1, n), bool)
+    arrays = dict(
+        node_features=np.ones((n, 2), np.float64),
+        node_labels=np.array([0, 1, 0, 1, 0, 1], np.int64),
+        edges=np.array([[0, 1], [2, 3], [4, 5]], np.int64),
+        train_masks=masks.copy(), val_masks=masks.copy(), test_masks=masks.copy(),
+    )  # fmt: skip
+    arrays["train_masks"][0, :2] = arrays["val_masks"][0, 2:4] = arrays["test_masks"][0, 4:] = 1
+    labels = arrays["node_labels"].copy()
+    labels[5] = 2**32 + 1
+    np.savez(tmp_path / "a.npz", **{**arrays, "node_labels": labels})
+    with pytest.raises(pg.DataError, match=str(2**32 + 1)):
+        heterophily.load_heterophily(str(tmp_path / "a.npz"))
+    features = arrays["node_features"].copy()
+    features[0, 0] = 1e39
+    np.savez(tmp_path / "b.npz", **{**arrays, "node_features": features})
+    with pytest.raises(pg.DataError, match="float32"):
+        heterophily.load_heterophily(str(tmp_path / "b.npz"))
+
+
+def test_reproduce_overwrite_over_a_saved_fit_leaves_a_loadable_or_no_fit(fits, tmp_path):
+    """Before: only results.json was replaced, and the folder's fit no longer loaded."""
+    import dataclasses
+
+    from policy_gnn_jax.contrib.reproduction import runs
+
+    ds, (first, _) = fits
+    first.save(tmp_path / "run")
+    config = dataclasses.replace(pg.Config.tiny(epochs=2), depth=1)
+    runs.run_or_load(tmp_path / "run", ds, config, "gcn", 1, replace=True)
+    assert not (tmp_path / "run" / "fit.json").exists()
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["depth"] == 1
