@@ -147,3 +147,30 @@ def test_reproduce_overwrite_over_a_saved_fit_leaves_a_loadable_or_no_fit(fits, 
     runs.run_or_load(tmp_path / "run", ds, config, "gcn", 1, replace=True)
     assert not (tmp_path / "run" / "fit.json").exists()
     assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["depth"] == 1
+
+
+def test_a_stop_asked_for_is_not_lost_if_its_exception_was_swallowed():
+    """Before: a SIGTERM whose exception landed in a JAX callback was discarded, and the run
+    went on to the end. The runner now checks the request after every chunk."""
+    import signal
+
+    from policy_gnn_jax.runtime import runner
+
+    runner._stop_requested = signal.SIGTERM  # as a handler leaves it when its raise is lost
+    try:
+        with pytest.raises(runner.Terminated):
+            pg.fit(_toy(), pg.Config.tiny(epochs=4), method="gcn", seeds=1, progress=False)
+    finally:
+        runner.clear_stop()
+
+
+def test_a_lock_deleted_mid_run_saves_the_result_elsewhere(fits, tmp_path):
+    """Before: a lock file removed by hand let a second run in, and the first lost its result."""
+    out = tmp_path / "o"
+    with outputs.FolderLock(out):
+        outputs.lock_path(out).unlink()  # by hand, while this run holds it
+        with pytest.raises(pg.CheckpointError, match="rescued"):
+            fits[1][0].save(out)
+    assert not (out / "fit.json").exists()
+    (rescued,) = tmp_path.glob("o.rescued-*")
+    assert pg.load(rescued).record["seed"] == 0

@@ -163,18 +163,28 @@ def _check_generator_args(args) -> None:
         )
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's stop, `kill`), handled as Ctrl-C: one line, nothing half-written."""
+Terminated = runner.Terminated
 
 
-def _terminate(signum, frame):
-    raise Terminated
+def _stop(signum, frame):
+    runner.request_stop(signum)
 
 
 def main(argv=None) -> int:
     tune_malloc()
+    handlers = {}
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+        runner.clear_stop()
+        handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _main(argv)
+    finally:
+        for s, handler in handlers.items():  # a caller in the same process keeps its own
+            signal.signal(s, handler)
+        runner.clear_stop()
+
+
+def _main(argv) -> int:
     args = build_parser().parse_args(argv)
     out, made_out = None, False
     try:

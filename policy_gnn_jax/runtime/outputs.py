@@ -168,6 +168,15 @@ class FolderLock:
                 return fd
             os.close(fd)
 
+    def still_held(self) -> bool:
+        """Whether the lock file at the path is still the one this lock holds (someone may
+        have deleted it by hand, letting another run take a new one)."""
+        held = FolderLock._held.get(self.key)
+        try:
+            return held is not None and os.stat(self.path).st_ino == os.fstat(held[1]).st_ino
+        except FileNotFoundError:
+            return False
+
     def __exit__(self, *exc) -> None:
         held = FolderLock._held.get(self.key)
         if held is None:

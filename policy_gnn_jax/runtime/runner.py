@@ -11,6 +11,7 @@ Around the compiled loop it does what a long run needs and nothing inside jit ca
 from __future__ import annotations
 
 import functools
+import signal
 
 import jax
 import numpy as np
@@ -25,6 +26,33 @@ MAX_SEED = 2**32 - 1
 # Which network a metric watches, for the divergence message.
 _SOURCE = {"agent_finite": "agent", "td_loss": "agent", "bandit_loss": "agent"}
 _FLAG_METRICS = ("backbone_finite", "agent_finite")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop, `kill`), handled as Ctrl-C: one line, nothing half-written."""
+
+
+# The signal a handler asked the run to stop for (`request_stop`). A handler's exception can be
+# swallowed where Python cannot raise it (a callback inside JAX prints "Exception ignored" and
+# goes on), so the runner also checks this after every chunk: a stop asked for is never lost.
+_stop_requested: int | None = None
+
+
+def request_stop(signum: int) -> None:
+    """A signal handler's first act: remember the stop, then raise (see `_stop_requested`)."""
+    global _stop_requested
+    _stop_requested = signum
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def clear_stop() -> None:
+    global _stop_requested
+    _stop_requested = None
+
+
+def _stop_if_requested() -> None:
+    if _stop_requested is not None:
+        raise Terminated if _stop_requested == signal.SIGTERM else KeyboardInterrupt
 
 
 class DivergenceError(FloatingPointError):
@@ -241,6 +269,7 @@ def run_trainer(
     )
     try:
         for index in range(start, len(lengths)):
+            _stop_if_requested()
             state, metrics = compiled[lengths[index]](state)
             metrics = jax.tree.map(np.asarray, metrics)
             message = find_divergence(metrics, done, trainer.unit, hints or {})

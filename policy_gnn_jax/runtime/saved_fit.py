@@ -78,7 +78,15 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
     overwrite = bool(overwrite)
     folder = _as_path(folder)
     outputs.check_no_result(folder, overwrite, "overwrite=True")  # before making anything
-    with outputs.FolderLock(folder, "output folder"):
+    with outputs.FolderLock(folder, "output folder") as lock:
+        if not lock.still_held():  # its lock file was deleted mid-run: another run may write here
+            rescue = outputs.new_folder(folder.absolute().parent, f"{folder.name}.rescued")
+            write(rescue, record, ds, leaves, meta, overwrite=False)
+            raise CheckpointError(
+                f"the lock file of {folder} was removed while this run held it, so another run "
+                f"may be writing there: nothing was written in it, and the result was saved in "
+                f"{rescue} instead."
+            )
         outputs.check_no_result(folder, overwrite, "overwrite=True")  # again, as the owner
         staging = outputs.staging_folder(folder)
         try:
