@@ -6,36 +6,14 @@ import os
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import numpy as np
 import pytest
+from test_nothing_lost import _run, _toy  # the same tiny run and toy graph
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
 from policy_gnn_jax.runtime import outputs
-
-QUICK = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--method", "gcn"]
-QUICK += ["--epochs", "2", "--no-progress"]
-
-
-def _run(*argv) -> int:
-    return cli.main([*QUICK, *argv])
-
-
-def _toy():
-    n = 60
-    labels = np.arange(n) % 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return pg.from_arrays(
-            np.random.default_rng(0).normal(size=(n, 4)) + labels[:, None],
-            np.stack([np.arange(n - 1), np.arange(1, n)]),
-            labels,
-            np.arange(10),
-            np.arange(10, 30),
-            np.arange(30, 60),
-        )
 
 
 @pytest.fixture(scope="module")
