@@ -3,6 +3,8 @@ that failed before its fix."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -174,3 +176,70 @@ def test_a_lock_deleted_mid_run_saves_the_result_elsewhere(fits, tmp_path):
     assert not (out / "fit.json").exists()
     (rescued,) = tmp_path.glob("o.rescued-*")
     assert pg.load(rescued).record["seed"] == 0
+
+
+# --- a third pass ---------------------------------------------------------------------------------
+
+
+def test_a_lock_deleted_mid_run_rescues_even_when_another_run_wrote_there(fits, tmp_path):
+    """Before: the result check came first, and the first run lost its result to "already holds
+    results.json"; its exit also removed the second run's new lock file."""
+    out = tmp_path / "o"
+    # A second run's lock and result appear after the first run's lock file was deleted.
+    with outputs.FolderLock(out) as first:
+        outputs.lock_path(out).unlink()
+        other = subprocess.Popen(
+            [sys.executable, "-c", HOLDER_SNIPPET, str(out)], stdout=subprocess.PIPE
+        )
+        assert other.stdout.readline().strip() == b"held"
+        (out / "results.json").write_text("{}")  # the other run's result
+        try:
+            with pytest.raises(pg.CheckpointError, match="rescued"):
+                fits[1][0].save(out)
+        finally:
+            first.__exit__(None, None, None)
+            other_lock_survives = outputs.lock_path(out).exists()
+            other.kill()
+            other.wait()
+    assert other_lock_survives  # our exit did not remove the other run's lock
+    assert (out / "results.json").read_text() == "{}"
+
+
+HOLDER_SNIPPET = (
+    "import sys, time\n"
+    "from policy_gnn_jax.runtime import outputs\n"
+    "with outputs.FolderLock(sys.argv[1]):\n"
+    "    print('held', flush=True)\n"
+    "    time.sleep(60)\n"
+)
+
+
+def test_a_hard_linked_lock_file_is_refused_and_its_other_name_untouched(tmp_path):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "precious.txt").write_text("mine")
+    os.link(tmp_path / "precious.txt", tmp_path / "o" / outputs.LOCK_NAME)
+    with pytest.raises(pg.CheckpointError, match="hard link"):
+        with outputs.FolderLock(tmp_path / "o"):
+            pass
+    assert (tmp_path / "precious.txt").read_text() == "mine"
+
+
+def test_overwrite_keeps_a_users_folder_named_like_staging(tmp_path):
+    out = tmp_path / "o"
+    assert _run("--out", str(out)) == 0
+    (out / ".staging-notes").mkdir()
+    (out / ".staging-notes" / "a.txt").write_text("mine")
+    assert _run("--out", str(out), "--overwrite") == 0
+    assert (out / ".staging-notes" / "a.txt").read_text() == "mine"
+
+
+def test_reproduce_keeps_a_users_file_beside_a_fresh_run(tmp_path):
+    import dataclasses
+
+    from policy_gnn_jax.contrib.reproduction import runs
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "dataset.npz").write_text("mine")
+    config = dataclasses.replace(pg.Config.tiny(epochs=2), depth=1)
+    runs.run_or_load(tmp_path / "run", _toy(), config, "gcn", 1)
+    assert (tmp_path / "run" / "dataset.npz").read_text() == "mine"

@@ -216,7 +216,12 @@ def _main(argv) -> int:
     except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
         code = 143 if isinstance(stop, Terminated) else 130
         return _fail(_interrupted(args, out), out if made_out else None, code)
-    _report(fitted.record, out)
+    try:
+        _report(fitted.record, out)
+    except KeyboardInterrupt as stop:  # the result is saved already: say so, in one line
+        print(f"error: interrupted after the result was saved in {out}; it is complete.",
+              file=sys.stderr)  # fmt: skip
+        return 143 if isinstance(stop, Terminated) else 130
     return 0
 
 

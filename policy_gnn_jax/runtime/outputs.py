@@ -25,6 +25,7 @@ import os
 import pathlib
 import shutil
 import socket
+import stat
 import threading
 
 from policy_gnn_jax.runtime.checkpoint import CheckpointError, is_checkpoint_step, signals_deferred
@@ -158,8 +159,16 @@ class FolderLock:
                 ) from None
             # The previous owner may have removed the file between our open and our lock: the
             # lock then guards a file nobody else can see, so take the one at the path again.
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a FIFO, a hard link, ...
+                os.close(fd)
+                raise CheckpointError(
+                    f"{self.path}, where the {self.what}'s lock file goes, is not a plain file of "
+                    f"its own (a hard link or a special file): remove it (nothing was written to "
+                    f"it)."
+                )
             try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                same = os.stat(self.path).st_ino == info.st_ino
             except FileNotFoundError:
                 same = False
             if same:
@@ -167,6 +176,11 @@ class FolderLock:
                 os.write(fd, json.dumps(_owner_record()).encode())
                 return fd
             os.close(fd)
+
+    @classmethod
+    def holds(cls, folder) -> bool:
+        """Whether this thread already holds `folder`'s lock."""
+        return (lock_path(folder), threading.get_ident()) in cls._held
 
     def still_held(self) -> bool:
         """Whether the lock file at the path is still the one this lock holds (someone may
@@ -185,11 +199,15 @@ class FolderLock:
         if held[0]:
             return
         del FolderLock._held[self.key]
-        try:
+        if self.still_held_by(held[1]):  # never another run's lock, made after ours was deleted
             self.path.unlink()  # while still locked: a waiter then retries on a fresh file
-        except FileNotFoundError:
-            pass
         os.close(held[1])
+
+    def still_held_by(self, fd: int) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
 
 
 def _read_owner(fd: int) -> dict:
@@ -213,9 +231,11 @@ def staging_folder(folder: str | os.PathLike) -> pathlib.Path:
     folder = pathlib.Path(folder)
     staging = folder / f".staging-{os.getpid()}-{threading.get_ident()}"
     try:
-        for old in folder.glob(".staging-*"):  # left by a crash: its process is gone
-            if not _alive(old.name.split("-")[1]):
-                shutil.rmtree(old, ignore_errors=True)
+        for old in folder.glob(".staging-*-*"):  # left by a crash: its process is gone
+            parts = old.name.split("-")
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                if not _alive(parts[1]):  # only folders named as this module names them
+                    shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
     except OSError as err:

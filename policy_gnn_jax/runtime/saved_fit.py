@@ -77,7 +77,8 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
         raise ConfigError(f"overwrite must be True or False, got {overwrite!r}.")
     overwrite = bool(overwrite)
     folder = _as_path(folder)
-    outputs.check_no_result(folder, overwrite, "overwrite=True")  # before making anything
+    if not outputs.FolderLock.holds(folder):  # a run saving into its own locked folder checks
+        outputs.check_no_result(folder, overwrite, "overwrite=True")  # after the rescue check
     with outputs.FolderLock(folder, "output folder") as lock:
         if not lock.still_held():  # its lock file was deleted mid-run: another run may write here
             rescue = outputs.new_folder(folder.absolute().parent, f"{folder.name}.rescued")

@@ -60,8 +60,9 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
                 f"another --out."
             )
     record = api.fit(ds, cfg, method=method, seeds=seeds, seed=seed, seed_mode=seed_mode).record
-    for name in ("fit.json", "snapshots.npz", "dataset.npz"):  # a saved fit's, now outdated
-        (out / name).unlink(missing_ok=True)
+    if path.exists() and (out / "fit.json").exists():  # --overwrite of a saved fit: now outdated
+        for name in ("fit.json", "snapshots.npz", "dataset.npz"):
+            (out / name).unlink(missing_ok=True)
     records.save(record, out)
     print(methods.summary_line(record))
     return record
