@@ -50,7 +50,7 @@ HETEROPHILY_NAMES = (
 )
 HETEROPHILY_URL = "https://github.com/yandex-research/heterophilous-graphs/raw/main/data"
 HETEROPHILY_FILES = {name: name.replace("-", "_") + ".npz" for name in HETEROPHILY_NAMES}
-# From shared/data/heterophily/SHA256SUMS (the files there are the upstream ones, unchanged).
+# SHA-256 of each file as published at HETEROPHILY_URL (hashed from unchanged upstream copies).
 HETEROPHILY_SHA256 = {
     "actor.npz": "c350eef06b2c2a9bf8218be2b57cac6d4003d0922eb597a039e9123f75817816",
     "chameleon_filtered.npz": "bf46f07e1fb5249280447e5fe3100f3e82fc4b93ad1e13ffcfdec924b6ac0bb5",

@@ -35,8 +35,8 @@ PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 DATA_ENV = "POLICY_GNN_DATA"
 OFFLINE_ENV = "POLICY_GNN_OFFLINE"
 
-# SHA-256 of all 24 raw files: 23 from shared/data/planetoid/SHA256SUMS, and ind.pubmed.allx
-# from the Git LFS pointer documented in that folder's README. Every file is checked before it is
+# SHA-256 of all 24 raw files at PLANETOID_URL: 23 hashed from verified copies, and
+# ind.pubmed.allx from the Git LFS pointer upstream publishes for it. Every file is checked before it is
 # unpickled: pickle can run code, so an unverified file is never opened.
 PLANETOID_SHA256 = {
     "ind.citeseer.allx": "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668",
