@@ -36,8 +36,8 @@ DATA_ENV = "POLICY_GNN_DATA"
 OFFLINE_ENV = "POLICY_GNN_OFFLINE"
 
 # SHA-256 of all 24 raw files at PLANETOID_URL: 23 hashed from verified copies, and
-# ind.pubmed.allx from the Git LFS pointer upstream publishes for it. Every file is checked before it is
-# unpickled: pickle can run code, so an unverified file is never opened.
+# ind.pubmed.allx from the Git LFS pointer upstream publishes for it. Every file is checked
+# before it is unpickled: pickle can run code, so an unverified file is never opened.
 PLANETOID_SHA256 = {
     "ind.citeseer.allx": "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668",
     "ind.citeseer.ally": "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95",
