@@ -6,7 +6,7 @@
 Everything runs in this one process, one seed, the paper's MDP defaults (depths 2-5). For each
 graph size and engine it compiles one chunk of `--episodes` episodes, runs it once to warm up and
 once timed, and reports:
-- per-step time (ms) and its ratio to the smallest graph's, per engine;
+- per-step time (ms) and its ratio to the smallest graph's, per engine; compile time (s);
 - memory per step: XLA's own account of the compiled chunk (arguments + temporaries) plus the
   host sampler's scratch arrays; and the graph itself on the device (features, sparse rows,
   edges: both engines hold it, and it grows with the graph whatever the engine). The process's
@@ -32,7 +32,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph
 from policy_gnn_jax.cli import exit_status, require_at_least_one, tune_malloc
 from policy_gnn_jax.mdp import loop
-from policy_gnn_jax.runtime import checkpoint, runner
+from policy_gnn_jax.runtime import checkpoint, compilation, runner
 
 
 def parse_args(argv=None):
@@ -83,19 +83,22 @@ def time_engine(ds, g, engine: str, episodes: int, args) -> dict:
     trainer = loop.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
     keys = jax.random.split(jax.random.key(0), 1)
     seeds = functools.partial(runner.over_seeds, mode=args.seed_mode, sharding=None)
-    state = jax.jit(seeds(trainer.init))(keys)
-    chunk = jax.jit(seeds(functools.partial(trainer.train_chunk, length=episodes)))
-    compiled = chunk.lower(state).compile()
+    start = time.perf_counter()
+    options = compilation.compiler_options(True, compilation.float_scatter_adds(g.kernels, engine))
+    programs = runner.build_programs(trainer, keys, seeds, None, [episodes], options)
+    chunk, compiled = programs["chunks"][episodes].compile(programs["state_like"])
+    compile_s = time.perf_counter() - start
     memory = compiled.memory_analysis()
-    state, _ = compiled(state)  # warm-up: the timed call below reuses every buffer
+    state, _ = chunk(programs["init"](keys))  # warm-up: the timed call below reuses every buffer
     jax.block_until_ready(state)
     start = time.perf_counter()
-    state, metrics = compiled(state)
+    state, metrics = chunk(state)
     jax.block_until_ready(state)
     steps = episodes * config.steps_per_episode
     sampler_bytes = 10 * g.num_nodes if engine == "subgraph" else 0  # int16 + int64 scratch
     return {
         "step_ms": 1000 * (time.perf_counter() - start) / steps,
+        "compile_s": compile_s,
         "steps_timed": steps,
         "xla_bytes": int(memory.argument_size_in_bytes + memory.temp_size_in_bytes),
         "sampler_bytes": sampler_bytes,
@@ -128,7 +131,8 @@ def run(args) -> None:
             row = {"nodes": n, "engine": engine, **time_engine(ds, g, engine, episodes, args)}
             rows.append(row)
             print(
-                f"  {engine:9s} {row['step_ms']:9.1f} ms/step  XLA {row['xla_bytes'] / 2**20:8.1f}"
+                f"  {engine:9s} {row['step_ms']:9.1f} ms/step  compile {row['compile_s']:5.1f} s"
+                f"  XLA {row['xla_bytes'] / 2**20:8.1f}"
                 f" MiB  sampler {row['sampler_bytes'] / 2**20:6.1f} MiB  graph "
                 f"{row['graph_bytes'] / 2**20:8.1f} MiB",
                 flush=True,

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import json
 import pathlib
 import time
 from typing import Any
@@ -32,29 +30,10 @@ from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones.base import Backbone
 from policy_gnn_jax.mdp import loop
-from policy_gnn_jax.runtime import checkpoint, records, runner, saved_fit
+from policy_gnn_jax.runtime import checkpoint, compilation, records, runner, saved_fit
+from policy_gnn_jax.runtime.saved_fit import config_from_dict, run_fingerprint
 
 METHODS = methods.names()
-
-
-def run_fingerprint(
-    ds: data.Dataset,
-    config,
-    method: str,
-    seeds: int,
-    seed: int,
-    custom: tuple[str, ...] = (),
-    seed_mode: str | None = None,
-) -> str:
-    """Identifies a run for its checkpoints: same data, config, method, seeds and seed mode (the
-    modes round differently, so a state of one cannot go on in the other), and which parts were
-    the caller's own (a custom backbone or agent cannot be told apart by content)."""
-    parts = [ds.fingerprint(), dataclasses.asdict(config), method, seeds, seed]
-    parts += [ds.num_classes]  # sizes the output layer; not in the arrays' fingerprint
-    parts += [list(custom)] if custom else []
-    parts += [seed_mode] if seed_mode is not None else []
-    blob = json.dumps(parts, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode):
@@ -154,13 +133,8 @@ def fit(
     keys = runner.seed_keys(seed, seeds)
     g = graph.from_dataset(dataset)  # validates the dataset again: nothing unchecked reaches jit
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)
-    ckpt = None
-    if checkpoint_dir is not None:
-        custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
-        ckpt = checkpoint.Checkpointer(
-            checkpoint_dir,
-            run_fingerprint(dataset, config, entry.name, seeds, seed, custom, seed_mode),
-        )
+    ckpt = _checkpointer(checkpoint_dir, dataset, config, entry, seeds, seed, seed_mode,
+                         backbone, agent)  # fmt: skip
     start = time.perf_counter()
     try:
         state, metrics, results = runner.run_trainer(
@@ -173,6 +147,8 @@ def fit(
             checkpoint_every=checkpoint_every,
             devices=devices,
             seed_mode=seed_mode,
+            compiler_options=_compiler_options(entry, config, g),
+            matmul_precision=config.matmul_precision,
         )
     finally:
         if ckpt is not None:
@@ -221,7 +197,22 @@ def _record(entry: methods.Method, ds, config, g, metrics, results, wall, seeds,
         entry.engine(config, g),
         seed_mode,
         method_fields=entry.record_fields(config, metrics, results),
+        options=_compiler_options(entry, config, g),
     )
+
+
+def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, backbone, agent):
+    """The run's `Checkpointer` (None without a directory), keyed by what identifies the run."""
+    if directory is None:
+        return None
+    custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
+    fingerprint = run_fingerprint(dataset, config, entry.name, seeds, seed, custom, seed_mode)
+    return checkpoint.Checkpointer(directory, fingerprint)
+
+
+def _compiler_options(entry: methods.Method, config, g) -> dict | None:
+    scatter_adds = compilation.float_scatter_adds(g.kernels, entry.engine(config, g))
+    return compilation.compiler_options(config.reproducible, scatter_adds)
 
 
 def _eval_keys(entry: methods.Method, state):
@@ -266,7 +257,7 @@ class Fit:
         if "depths" not in self._cache:
             agent = self._cache.get("custom_agent")
             depth_fn = self._method().depth_fn(self.config, self.dataset, self._graph(), agent)
-            self._cache["depths"] = jax.jit(jax.vmap(depth_fn, in_axes=(0, 0, 0, None)))
+            self._cache["depths"] = self._jit(jax.vmap(depth_fn, in_axes=(0, 0, 0, None)))
         return self._cache["depths"]
 
     def _logits_fn(self):
@@ -276,8 +267,13 @@ class Fit:
                 self.config, self._graph()
             )
             predict = functools.partial(backbone_lib.predict_logits, backbone)
-            self._cache["logits"] = jax.jit(jax.vmap(predict, in_axes=(0, None, 0)))
+            self._cache["logits"] = self._jit(jax.vmap(predict, in_axes=(0, None, 0)))
         return self._cache["logits"]
+
+    def _jit(self, fn):
+        """Compiled as the fit's training was: the same XLA options and matmul precision."""
+        options = _compiler_options(self._method(), self.config, self._graph())
+        return compilation.jit(fn, options=options, precision=self.config.matmul_precision)
 
     def _nodes(self, nodes) -> jax.Array:
         array = np.asarray(nodes)
@@ -332,20 +328,6 @@ class Fit:
         return run_fingerprint(ds, config, self.method, int(record["seeds"]), int(record["seed"]))
 
 
-def config_from_dict(values: dict) -> config_lib.Config:
-    """A Config from its saved dict (JSON turns tuples into lists)."""
-    fields = {f.name for f in dataclasses.fields(config_lib.Config)}
-    unknown = set(values) - fields
-    if unknown:
-        raise checkpoint.CheckpointError(f"unknown config fields {sorted(unknown)} in a saved fit.")
-    values = dict(values)
-    # Fits saved before the backbone field existed used the legacy readout structure.
-    values.setdefault("backbone", "gcn-readout")
-    # JSON turned every tuple field (q_hidden, fanouts) into a list.
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    return config_lib.Config(**values)
-
-
 def load(
     directory: str | pathlib.Path, *, backbone: Backbone | None = None, agent: Agent | None = None
 ) -> Fit:
@@ -376,7 +358,9 @@ def load(
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
     fitted = Fit(record, config, meta["method"], ds, params, policy, eval_keys)
     expected = meta.get("run_fingerprint")  # fits saved before: no fingerprint
-    if expected and fitted._run_fingerprint(config, ds, record) != expected:
+    # The config as saved or as read back: fields added since must not make the fit look foreign.
+    if expected and expected not in {fitted._run_fingerprint(c, ds, record)
+                                     for c in (meta["config"], config)}:  # fmt: skip
         raise checkpoint.CheckpointError(
             f"{out}/results.json and fit.json describe different runs: save the fit again."
         )

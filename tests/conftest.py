@@ -18,6 +18,9 @@ import scipy.sparse as sp
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 os.environ.setdefault("POLICY_GNN_DATA", str(ROOT.parent / "shared" / "data" / "planetoid"))
 os.environ["POLICY_GNN_OFFLINE"] = "1"
+# On a GPU, JAX takes 75 % of its memory at start; the CLI tests start further JAX processes
+# beside this one, which would then find too little left. Allocate as needed instead.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # The suite is dominated by compiling many small programs, which this makes about a third faster
 # (measured on tests/test_train.py: 116 s -> 79 s). It changes only how hard LLVM optimises the
 # CPU code, not what is computed; subprocesses (the CLI tests) inherit it. Speed is measured by
@@ -25,6 +28,11 @@ os.environ["POLICY_GNN_OFFLINE"] = "1"
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
 ).strip()
+
+# Every program the package compiles runs at `Config.matmul_precision` ("highest" unless told
+# otherwise); tests that call its parts directly get the same full-float32 matmuls, so their
+# float32 tolerances against NumPy hold on a GPU too (its default would be TF32).
+jax.config.update("jax_default_matmul_precision", "highest")
 
 from policy_gnn_jax import config as config_lib  # noqa: E402  (after the variables above)
 from policy_gnn_jax import data, graph  # noqa: E402

@@ -15,6 +15,7 @@ from policy_gnn_jax.config.checks import (
     AUTO_SUBGRAPH_NODES,
     BACKBONES,
     ENGINES,
+    MATMUL_PRECISIONS,
     MAX_DEPTH,
     PLUS_REWARDS,
     PLUS_SIGNALS,
@@ -102,6 +103,13 @@ class Config:
     fanouts: tuple[int, ...] = (10, 10, 5)
     # Progress reporting: the jitted loop returns to Python every `episodes_per_call` episodes.
     episodes_per_call: int = 10
+    # Compilation (runtime/compilation.py). `reproducible`: on a GPU, compile every program so
+    # that two processes give bit-identical results (XLA's autotuning off, deterministic ops);
+    # False lets XLA pick its fastest kernels per process. CPU runs are bit-identical either way.
+    reproducible: bool = True
+    # float32 matmul precision (MATMUL_PRECISIONS): "highest" is full float32 everywhere;
+    # "default" lets a GPU use TF32 (about 3 significant digits fewer) and a TPU bfloat16 passes.
+    matmul_precision: str = "highest"
 
     def __post_init__(self):
         # numpy scalars (np.int64(32), np.float32(0.9)) become the Python values they stand
@@ -200,7 +208,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
               "eps_horizon_fraction", "random_policy"),
     "fixed_depth": ("depth", "epochs"),
     "engine": ("engine", "subgraph_nodes", "subgraph_edges", "fanouts"),
-    "run": ("episodes_per_call", "audit"),
+    "run": ("episodes_per_call", "audit", "reproducible", "matmul_precision"),
     "policy_gnn_plus": ("plus_train_depths", "plus_warmup_fraction", "plus_signals",
                         "plus_reward", "plus_policy_fraction", "plus_lr", "plus_l2"),
 }  # fmt: skip
@@ -214,6 +222,7 @@ __all__ = [
     "DECOUPLED_DEFAULTS",
     "DECOUPLED_TUNED",
     "ENGINES",
+    "MATMUL_PRECISIONS",
     "MAX_DEPTH",
     "PLUS_REWARDS",
     "PLUS_SIGNALS",

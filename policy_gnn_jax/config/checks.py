@@ -22,6 +22,9 @@ ENGINES = ("auto", "full", "subgraph")
 # "auto" picks the subgraph engine above this many nodes: below it one whole-graph step costs
 # about what a padded subgraph step costs (benchmarks/bench_scale.py).
 AUTO_SUBGRAPH_NODES = 100_000
+# jax.default_matmul_precision's names for float32 matmuls: "highest" (full float32), "high"
+# (TF32 on a GPU), "default" (the backend's fastest: TF32 on a GPU, bfloat16 passes on a TPU).
+MATMUL_PRECISIONS = ("highest", "high", "default")
 
 
 class ConfigError(ValueError):
@@ -133,6 +136,11 @@ def _validate_backbone_and_engine(c) -> None:
         f"fanouts must be whole numbers >= 0 (0 = every neighbour), got {c.fanouts}.",
     )
     _check(0.0 <= c.teleport < 1.0, f"teleport must be in [0, 1), got {c.teleport}.")
+    _check(
+        c.matmul_precision in MATMUL_PRECISIONS,
+        f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {c.matmul_precision!r} "
+        "(e.g. --set matmul_precision=highest).",
+    )
 
 
 def _validate_mdp_and_agent(c) -> None:

@@ -1,7 +1,8 @@
 """The device-side graph: the normalised adjacency, sparse features, labels and split indices.
 
-Built once on the host from a `data.Dataset` and closed over (or passed unbatched) by every jitted
-function; it never changes during training.
+Built once on the host from a `data.Dataset`; the loop's functions close over it, and the runner
+passes its arrays to every compiled program as arguments (`runtime/compilation.py`). It never
+changes during training.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Graph:
       labels: [N] int32, -1 for nodes without a label.
       train_index, val_index, test_index: node ids of each split.
       kernels: "scatter" (segment sums: fastest on CPU) or "gather" (gather-only products,
-        `gather_matmul`: no atomics, so bit-reproducible on GPU with default XLA flags).
+        `gather_matmul`: no atomics, so a GPU needs no deterministic-scatter option, only
+        autotuning off, to repeat its bits: `runtime/compilation.py`).
       adj_buckets, x_buckets, xt_buckets: Â, X and X^T as gather buckets ("gather" only).
     """
 
@@ -166,8 +168,9 @@ def as_graph(g, num_classes: int) -> Graph:
 
 
 def choose_kernels(kernels: str = "auto") -> str:
-    """ "auto": gather-only products on accelerators (bit-reproducible there with default XLA
-    flags), segment sums on CPU (exact there anyway, and faster)."""
+    """ "auto": gather-only products on accelerators (no atomics there: exact with autotuning
+    off alone, `runtime/compilation.py`), segment sums on CPU (exact there anyway, and
+    faster)."""
     if kernels not in KERNELS:
         raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}.")
     if kernels == "auto":

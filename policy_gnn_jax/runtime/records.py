@@ -12,7 +12,7 @@ import platform
 import jax
 import numpy as np
 
-from policy_gnn_jax.runtime import checkpoint
+from policy_gnn_jax.runtime import checkpoint, compilation
 
 _PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "jraph", "numpy", "scipy")
 
@@ -26,9 +26,7 @@ def package_versions() -> dict:
             versions[name] = None
     versions["jax_backend"] = jax.default_backend()
     versions["device"] = jax.devices()[0].device_kind
-    # On GPU, XLA's scatter-adds are not bit-reproducible unless XLA_FLAGS asks for deterministic
-    # ops (docs/performance.md, "Reproducibility"), so the flags are part of what makes a run
-    # repeatable.
+    # The user's own XLA flags, if any: they can change kernels and so the bits of a GPU run.
     versions["xla_flags"] = os.environ.get("XLA_FLAGS")
     return versions
 
@@ -55,9 +53,11 @@ def build(
     engine: str = "full",
     seed_mode: str = "vmap",
     method_fields: dict | None = None,
+    options: dict | None = None,
 ) -> dict:
     """The results record (docs/usage.md, "Results") of one finished sweep: the fields every
-    method has, then `method_fields` (the method's own, `Method.record_fields`)."""
+    method has, then `method_fields` (the method's own, `Method.record_fields`). `options`: the
+    XLA compile options the run used."""
     record = {
         "dataset": ds.name,
         "method": method,
@@ -74,10 +74,16 @@ def build(
         "data_source": getattr(ds, "source", ""),
         # Which fixed split of a benchmark that has several (None where there is one).
         "split": getattr(ds, "split", None),
-        # "gather": every float sum in a fixed order (bit-reproducible on GPU with default XLA
-        # flags); "scatter": segment sums (exact on CPU, atomics on GPU).
+        # "gather": every float sum in a fixed order; "scatter": segment sums (atomics on a GPU
+        # unless compiled with deterministic ops).
         "kernels": kernels,
-        "deterministic_kernels": kernels == "gather",
+        # The XLA options every program was compiled with (None: XLA's defaults).
+        "compiler_options": options,
+        # True only for a configuration shown bit-identical across two processes on this kind
+        # of backend (`compilation.bit_identical_across_processes` says by what).
+        "bit_identical_across_processes": compilation.bit_identical_across_processes(
+            options, kernels, engine
+        ),
         # "full": each MDP step on the whole graph; "subgraph": on padded neighbourhoods
         # (subgraph.py), the only engine whose step cost does not grow with the graph.
         "engine": engine,

@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from policy_gnn_jax.runtime import checkpoint as checkpoint_lib
+from policy_gnn_jax.runtime import compilation
 from policy_gnn_jax.runtime.trainer import Trainer
 
 MAX_SEED = 2**32 - 1
@@ -149,13 +150,15 @@ def host_memory_bytes() -> int | None:
     return None
 
 
-def check_memory(compiled, num_seeds: int, available: int | None) -> None:
-    """Refuses a run whose compiled chunk needs more memory than the device has free."""
+def check_memory(compiled, num_seeds: int, available: int | None, resident: int = 0) -> None:
+    """Refuses a run whose compiled chunk needs more memory than the device has free.
+    `resident`: bytes of its arguments already in memory (the graph), not needed again."""
     analysis = compiled.memory_analysis()
     if analysis is None or available is None:
         return
     needed = (
         analysis.argument_size_in_bytes
+        - resident
         + analysis.output_size_in_bytes
         - analysis.alias_size_in_bytes
         + analysis.temp_size_in_bytes
@@ -219,9 +222,11 @@ def run_trainer(
     checkpoint_every: int = 5,
     devices: int | None = None,
     seed_mode: str = "vmap",
+    compiler_options: dict | None = None,
+    matmul_precision: str | None = "highest",
 ):
-    """init -> train_chunk ... -> evaluate, each `jax.jit(jax.vmap(.))` over the seeds, the
-    seed axis sharded over the local devices (`seed_sharding`).
+    """init -> train_chunk ... -> evaluate, each compiled over the seeds (`build_programs`),
+    the seed axis sharded over the local devices (`seed_sharding`).
 
     Args:
       trainer: what to run.
@@ -233,6 +238,7 @@ def run_trainer(
       devices: shard the seeds over at most this many local devices (default: all).
       seed_mode: "vmap" (batched) or "map" (a seed's bits independent of the seed and device
         counts); `over_seeds`.
+      compiler_options, matmul_precision: how every program is compiled (`compilation`).
 
     Returns:
       (final state, metrics as numpy [S, total, ...], evaluate's results as numpy).
@@ -243,21 +249,15 @@ def run_trainer(
     seeds = functools.partial(over_seeds, mode=seed_mode, sharding=sharding)
     if sharding is not None:
         keys = jax.device_put(keys, sharding)
-    init_v, state_like, chunk_fns, compiled = _compile(trainer, keys, seeds, sharding, lengths)
-
-    start, done, state, chunks = 0, 0, None, []
-    if checkpoint is not None:
-        restored = _restore(checkpoint, chunk_fns[lengths[0]], state_like, sharding)
-        if restored is not None:
-            start, done, state, metrics_so_far = restored
-            chunks = [metrics_so_far]
-            print(
-                f"resuming from {checkpoint.directory}: {done} of {trainer.total} "
-                f"{trainer.unit}s already done",
-                flush=True,
-            )
+    programs = build_programs(
+        trainer, keys, seeds, sharding, lengths, compiler_options, matmul_precision
+    )
+    main, compiled = programs["chunks"][lengths[0]].compile(programs["state_like"])
+    check_memory(compiled, num_seeds, available_memory_bytes(), programs["resident_bytes"])
+    run_chunk = {n: main if n == lengths[0] else p for n, p in programs["chunks"].items()}
+    start, done, state, chunks = _start(trainer, checkpoint, programs, lengths[0], sharding)
     if state is None:
-        state = init_v(keys)
+        state = programs["init"](keys)
     # disable=None: tqdm turns itself off when stderr is not a terminal (logs stay readable).
     bar = tqdm(
         total=trainer.total,
@@ -270,7 +270,7 @@ def run_trainer(
     try:
         for index in range(start, len(lengths)):
             _stop_if_requested()
-            state, metrics = compiled[lengths[index]](state)
+            state, metrics = run_chunk[lengths[index]](state)
             metrics = jax.tree.map(np.asarray, metrics)
             message = find_divergence(metrics, done, trainer.unit, hints or {})
             if message:
@@ -284,32 +284,71 @@ def run_trainer(
                 checkpoint.save(index + 1, done, state, chunks[0])
     finally:
         bar.close()
-    results = jax.tree.map(np.asarray, jax.jit(seeds(trainer.evaluate))(state))
+    results = jax.tree.map(np.asarray, programs["evaluate"](state))
     return state, _concat(chunks), results
 
 
-def _compile(trainer: Trainer, keys, seeds, sharding, lengths: list[int]):
-    """The jitted init and chunks; the main chunk compiled ahead of time, which gives its exact
-    memory need before anything is allocated (`check_memory`)."""
-    chunk_fns = {
-        n: jax.jit(seeds(functools.partial(trainer.train_chunk, length=n)), donate_argnums=0)
-        for n in set(lengths)
-    }
-    init_v = jax.jit(seeds(trainer.init))
-    state_like = jax.eval_shape(init_v, keys)
+def _start(trainer, checkpoint, programs, main_length: int, sharding):
+    """(next chunk index, units done, state or None, metrics so far): from `checkpoint` if it
+    holds this run, else from the beginning."""
+    if checkpoint is not None:
+        restored = _restore(
+            checkpoint, programs["chunks"][main_length], programs["state_like"], sharding
+        )
+        if restored is not None:
+            start, done, state, metrics_so_far = restored
+            print(
+                f"resuming from {checkpoint.directory}: {done} of {trainer.total} "
+                f"{trainer.unit}s already done",
+                flush=True,
+            )
+            return start, done, state, [metrics_so_far]
+    return 0, 0, None, []
+
+
+def build_programs(
+    trainer: Trainer,
+    keys,
+    seeds,
+    sharding,
+    lengths: list[int],
+    compiler_options: dict | None = None,
+    matmul_precision: str | None = "highest",
+) -> dict:
+    """The run's compiled programs over the seeds (`compilation.Program`: the graph passed as
+    an argument): "init" (keys -> state), "chunks" (one per chunk length, state -> (state,
+    metrics)) and "evaluate" (state -> results); "state_like", the state's shapes; and
+    "resident_bytes", the arrays the programs share (already in memory before a run)."""
+    options = dict(options=compiler_options, precision=matmul_precision)
+    init = compilation.Program(seeds(trainer.init), (keys,), **options)
+    state_like = init.eval_shape(keys)
     if sharding is not None:  # the compiled chunk expects its input spread over the devices
         state_like = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state_like
         )
-    main = chunk_fns[lengths[0]].lower(state_like).compile()
-    check_memory(main, keys.shape[0], available_memory_bytes())
-    compiled = {n: main if n == lengths[0] else fn for n, fn in chunk_fns.items()}
-    return init_v, state_like, chunk_fns, compiled
+    chunks = {
+        n: compilation.Program(
+            seeds(functools.partial(trainer.train_chunk, length=n)),
+            (state_like,),
+            donate=(0,),
+            **options,
+        )
+        for n in sorted(set(lengths))
+    }
+    evaluate = compilation.Program(seeds(trainer.evaluate), (state_like,), **options)
+    shared = {id(c): c for p in (init, evaluate, *chunks.values()) for c in p.constants}
+    return {
+        "init": init,
+        "chunks": chunks,
+        "evaluate": evaluate,
+        "state_like": state_like,
+        "resident_bytes": sum(int(c.nbytes) for c in shared.values()),
+    }
 
 
 def _restore(checkpoint: checkpoint_lib.Checkpointer, main_chunk, state_like, sharding):
     """(next chunk index, units done, state, metrics so far) from `checkpoint`, or None."""
-    chunk_metrics = jax.eval_shape(main_chunk, state_like)[1]
+    chunk_metrics = main_chunk.eval_shape(state_like)[1]
 
     def metrics_like(units):
         return jax.tree.map(

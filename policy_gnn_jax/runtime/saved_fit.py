@@ -11,6 +11,7 @@ than what its record says.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -23,13 +24,56 @@ import numpy as np
 import scipy.sparse as sp
 
 from policy_gnn_jax import data
-from policy_gnn_jax.config import ConfigError
+from policy_gnn_jax.config import Config, ConfigError
 from policy_gnn_jax.runtime import checkpoint, outputs
 from policy_gnn_jax.runtime.checkpoint import CheckpointError
 
 # 2: with the manifest (`files`, `run_fingerprint`), required; 1: fits saved before it.
 FORMAT = 2
 MANIFEST_FILES = ("results.json", "dataset.npz", "snapshots.npz")
+
+
+def run_fingerprint(
+    ds: data.Dataset,
+    config,
+    method: str,
+    seeds: int,
+    seed: int,
+    custom: tuple[str, ...] = (),
+    seed_mode: str | None = None,
+) -> str:
+    """Identifies a run for its checkpoints and saved fits: same data, config (a `Config` or its
+    saved dict), method, seeds and seed mode (the modes round differently, so a state of one
+    cannot go on in the other), and which parts were the caller's own (a custom backbone or
+    agent cannot be told apart by content)."""
+    values = config if isinstance(config, dict) else dataclasses.asdict(config)
+    parts = [ds.fingerprint(), values, method, seeds, seed]
+    parts += [ds.num_classes]  # sizes the output layer; not in the arrays' fingerprint
+    parts += [list(custom)] if custom else []
+    parts += [seed_mode] if seed_mode is not None else []
+    blob = json.dumps(parts, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# What a fit saved before a config field existed was trained with.
+FIELDS_ADDED_SINCE = {
+    "backbone": "gcn-readout",  # the legacy readout structure
+    "matmul_precision": "default",  # JAX's own (TF32 on a GPU)
+    "reproducible": False,  # XLA's autotuning
+}
+
+
+def config_from_dict(values: dict) -> Config:
+    """A Config from its saved dict (JSON turns tuples into lists). ConfigError if it names a
+    field this version does not have or holds a value it refuses."""
+    fields = {f.name for f in dataclasses.fields(Config)}
+    unknown = set(values) - fields
+    if unknown:
+        raise ConfigError(f"unknown config fields {sorted(unknown)}")
+    values = {**FIELDS_ADDED_SINCE, **values}
+    # JSON turned every tuple field (q_hidden, fanouts) into a list.
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return Config(**values)
 
 
 def _sha256(blob: bytes) -> str:

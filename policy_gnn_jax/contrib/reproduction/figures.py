@@ -186,7 +186,7 @@ def fig1(args) -> None:
     import matplotlib.pyplot as plt
 
     from policy_gnn_jax import graph
-    from policy_gnn_jax.runtime import runner
+    from policy_gnn_jax.runtime import compilation, runner
 
     ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
     g = graph.from_dataset(ds)
@@ -195,7 +195,10 @@ def fig1(args) -> None:
     for depth in range(1, 6):
         b = fixed_depth.make_baseline(run_cache.base_config(args, depth=depth), g)
         _, _, res = runner.run_trainer(
-            b, runner.seed_keys(0, args.seeds), desc=f"fig1 depth {depth}"
+            b,
+            runner.seed_keys(0, args.seeds),
+            desc=f"fig1 depth {depth}",
+            compiler_options=compilation.compiler_options(True, g.kernels != "gather"),
         )
         grid.append(res["test_correct"][:, picked].mean(0))
         print(f"depth {depth}: mean test accuracy {res['test_accuracy'].mean():.3f}")

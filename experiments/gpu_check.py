@@ -1,0 +1,209 @@
+"""The GPU check: is a run exact and fast on this machine's accelerator? One command, at most
+about 8 minutes on an H100; on a CPU it runs too and reports what a CPU can.
+
+    python experiments/gpu_check.py          # writes docs/results/gpu_check_<device>.json
+    python experiments/gpu_check.py --out gpu_check.json --budget-s 300
+
+Each step runs in its own process under a time limit, the most important first:
+1. `readme_twice`: the README command (`experiments/run.py --dataset cora`, `--episodes`
+   episodes) in two processes with the default settings, results.json compared field by
+   field (everything but the wall time must be equal);
+2. `settings`: benchmarks/bench_compile.py: per-episode and compile time of the README run's
+   chunk under each compile setting (the default, the `reproducible=false` opt-out, the graph
+   compiled in as constants, ...) as ratios in one process;
+3. `compile_by_size`: the same benchmark's compile time per graph size (`--sizes`);
+4. `tests`: the tests that compare with NumPy references and check exactness;
+5. `readme_tf32_twice`: step 1 with TF32 matmuls (`--set matmul_precision=default`);
+6. `subgraph_twice`: step 1 with `--engine subgraph` (a fifth of the episodes);
+7. `engines`: benchmarks/bench_scale.py: full vs subgraph engine per-step time by graph size;
+8. `step_epoch_seeds`: benchmarks/bench.py: MDP step / GCN epoch, seeds vmapped vs a loop.
+A step that would start after `--budget-s` is skipped and says so. The summary and every
+step's output go to `--out` as JSON; an existing file is kept unless `--overwrite`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TESTS = ["tests/test_exactness.py", "tests/test_kernels.py", "tests/test_gcn.py"]
+STEPS = ("readme_twice", "settings", "compile_by_size", "tests", "readme_tf32_twice",
+         "subgraph_twice", "engines", "step_epoch_seeds")  # fmt: skip
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--out", default=None, help="default: docs/results/gpu_check_<device>.json")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--steps", nargs="+", default=list(STEPS), choices=STEPS)
+    p.add_argument("--dataset", default="cora")
+    p.add_argument("--episodes", type=int, default=60, help="episodes of each README run")
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
+                   help="graph sizes for compile time and the engines")  # fmt: skip
+    p.add_argument("--budget-s", type=float, default=460, help="stop starting steps after this")
+    return p.parse_args(argv)
+
+
+def device_name() -> tuple[str, str]:
+    """(backend, device kind), read in a child process so this one never starts a backend."""
+    code = "import jax; print(jax.default_backend()); print(jax.devices()[0].device_kind)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    backend, kind = out.stdout.strip().splitlines()[-2:]
+    return backend, kind
+
+
+def slug(kind: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_")
+
+
+def run_step(argv: list[str], timeout: float) -> dict:
+    """`argv` in a child process (Python, from the repository root) with a time limit."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=max(timeout, 1))  # fmt: skip
+        rc, out = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as err:
+        rc = "timeout"
+        out = (err.stdout or b"").decode(errors="replace") + (err.stderr or b"").decode(
+            errors="replace"
+        )
+    return {"argv": argv, "rc": rc, "seconds": time.perf_counter() - start, "tail": out[-3000:]}
+
+
+def differing_fields(a, b, path: str = "") -> list[str]:
+    """Paths of the leaves where two results.json records differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [p for k in sorted(set(a) | set(b))
+                for p in differing_fields(a.get(k), b.get(k), f"{path}{k}.")]  # fmt: skip
+    return [] if a == b else [path.rstrip(".")]
+
+
+def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str) -> dict:
+    """The README command twice in fresh processes; every field but the wall time compared."""
+    runs, records = [], []
+    for copy in ("a", "b"):
+        out = work / f"{name}_{copy}"
+        argv = ["experiments/run.py", "--dataset", args.dataset, "--seeds", str(args.seeds),
+                "--no-progress", "--out", str(out), *extra]  # fmt: skip
+        runs.append(run_step(argv, timeout / 2))
+        path = out / "results.json"
+        records.append(json.loads(path.read_text()) if path.is_file() else None)
+    result = {"runs": runs}
+    if None in records:
+        return {**result, "identical": None, "note": "a run did not finish"}
+    a, b = records
+    diff = [p for p in differing_fields(a, b) if p != "wall_time_s"]
+    return {
+        **result,
+        "identical": not diff,
+        "differing_fields": len(diff),
+        "first_differences": diff[:10],
+        "claimed_bit_identical": a.get("bit_identical_across_processes"),
+        "wall_time_s": [a["wall_time_s"], b["wall_time_s"]],
+        "test_accuracy": [a["test_accuracy"]["mean"], a["test_accuracy"]["std"]],
+        "config": {
+            k: a["config"][k]
+            for k in ("num_episodes", "reproducible", "matmul_precision", "engine")
+        },  # fmt: skip
+        "kernels": a.get("kernels"),
+        "compiler_options": a.get("compiler_options"),
+    }
+
+
+def plan(args, work: pathlib.Path) -> dict:
+    """Each step: (seconds it may take at most, what it runs)."""
+    episodes = ["--episodes", str(args.episodes)]
+    few = ["--episodes", str(max(1, args.episodes // 5))]
+    sizes = [str(n) for n in args.sizes]
+    return {
+        "readme_twice": (90, lambda t: twice(args, episodes, t, work, "readme")),
+        "readme_tf32_twice": (80, lambda t: twice(
+            args, [*episodes, "--set", "matmul_precision=default"], t, work, "tf32")),
+        "subgraph_twice": (60, lambda t: twice(
+            args, [*few, "--engine", "subgraph"], t, work, "subgraph")),
+        "settings": (130, lambda t: json_step(
+            ["benchmarks/bench_compile.py", "--dataset", args.dataset, "--seeds",
+             str(args.seeds)], t, work / "settings.json")),
+        "compile_by_size": (90, lambda t: json_step(
+            ["benchmarks/bench_compile.py", "--settings", "--sizes", *sizes], t,
+             work / "sizes.json")),
+        "tests": (120, lambda t: run_step(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                           *TESTS], t)),
+        "engines": (90, lambda t: json_step(
+            ["benchmarks/bench_scale.py", "--sizes", *sizes[:2], "--episodes", "2"], t,
+            work / "engines.json")),
+        "step_epoch_seeds": (80, lambda t: run_step(
+            ["benchmarks/bench.py", "--datasets", args.dataset, "--seeds", "4", "--repeats",
+             "3", "--skip-backbones", "--skip-kernels"], t)),
+    }  # fmt: skip
+
+
+def json_step(argv: list[str], timeout: float, out: pathlib.Path) -> dict:
+    """A benchmark that writes JSON to `--out`: its output and its JSON."""
+    result = run_step([*argv, "--out", str(out)], timeout)
+    if out.is_file():
+        result["json"] = json.loads(out.read_text())
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.episodes < 1 or args.seeds < 1:
+        print("error: --episodes and --seeds must be >= 1.", file=sys.stderr)
+        return 2
+    backend, kind = device_name()
+    out = pathlib.Path(args.out or ROOT / "docs" / "results" / f"gpu_check_{slug(kind)}.json")
+    if out.exists() and not args.overwrite:
+        print(f"error: {out} exists: pass --overwrite to replace it, or another --out.",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    print(f"gpu check on {kind} ({backend}); budget {args.budget_s:.0f} s", flush=True)
+    report = {"backend": backend, "device": kind, "args": vars(args), "steps": {}}
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
+        steps = plan(args, pathlib.Path(tmp))
+        for name in args.steps:
+            limit, step = steps[name]
+            left = args.budget_s - (time.perf_counter() - start)
+            if left < 20:
+                report["steps"][name] = {"skipped": f"budget spent ({args.budget_s:.0f} s)"}
+                continue
+            report["steps"][name] = step(min(limit, left))
+            print(summary_line(name, report["steps"][name]), flush=True)
+            write(out, report)
+    report["seconds"] = time.perf_counter() - start
+    write(out, report)
+    print(f"report: {out}")
+    return 0
+
+
+def summary_line(name: str, result: dict) -> str:
+    if "identical" in result:
+        return (f"{name}: identical={result['identical']} "
+                f"({result.get('differing_fields', '?')} fields differ), wall "
+                f"{result.get('wall_time_s')}, test {result.get('test_accuracy')}")  # fmt: skip
+    tail = result.get("tail", "").strip().splitlines()
+    return f"{name}: rc={result.get('rc')} in {result.get('seconds', 0):.0f} s; " + " | ".join(
+        tail[-4:]
+    )
+
+
+def write(out: pathlib.Path, report: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(report, indent=2))
+    os.replace(tmp, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

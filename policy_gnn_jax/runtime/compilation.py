@@ -1,0 +1,153 @@
+"""How every program of a run is compiled: the XLA options that make a GPU run bit-identical
+across processes, and the float32 matmul precision. Both are `Config` fields and both are
+recorded in results.json (docs/performance.md, "Exactness on a GPU")."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+# On a GPU, XLA times candidate GEMM/convolution algorithms when it compiles a program
+# ("autotuning") and keeps the fastest. Timings vary between processes, so two processes can
+# pick algorithms that sum in different orders: two runs of the README command on an H100
+# differed in 18 171 fields of results.json. Level 0 keeps XLA's fixed default choice.
+AUTOTUNE_OFF = {"xla_gpu_autotune_level": 0}
+# A float scatter-add (segment sums; the scatter kernels and the subgraph engine use them) runs
+# as atomic adds on a GPU, in an order that varies from call to call. This option makes XLA sort
+# them instead. It is not free: on an H100 it made the README run's episode 1.75x slower even
+# with no float scatter-add left in it (docs/results/gpu_check_nvidia_h100_80gb_hbm3.json), so
+# it is asked for only where one is.
+DETERMINISTIC_SCATTER = {"xla_gpu_deterministic_ops": True}
+GPU_BACKENDS = ("gpu", "cuda", "rocm")
+# What experiments/gpu_check.py ran in two processes on a GPU and found bit-identical, as
+# (engine, kernels, compile option names): docs/results/gpu_check_*.json.
+GPU_VERIFIED = {("full", "gather", ("xla_gpu_autotune_level", "xla_gpu_deterministic_ops"))}
+
+
+def float_scatter_adds(kernels: str, engine: str) -> bool:
+    """Whether a run's programs hold float scatter-adds: the scatter kernels' segment sums, or
+    the subgraph engine's (its subgraphs change every step, so it has no gather buckets)."""
+    return kernels != "gather" or engine == "subgraph"
+
+
+def compiler_options(
+    reproducible: bool, scatter_adds: bool = True, backend: str | None = None
+) -> dict | None:
+    """The XLA options every program of a run is compiled with on `backend` (default: JAX's):
+    on a GPU with `reproducible`, autotuning off, and deterministic scatter-adds where the
+    programs have any. None where nothing is needed (CPU: bit-identical as it is) or nothing
+    is known to help (TPU), and for the `reproducible=False` opt-out."""
+    backend = backend or jax.default_backend()
+    if not reproducible or backend not in GPU_BACKENDS:
+        return None
+    return {**AUTOTUNE_OFF, **(DETERMINISTIC_SCATTER if scatter_adds else {})}
+
+
+def bit_identical_across_processes(
+    options: dict | None, kernels: str, engine: str, backend: str | None = None
+) -> bool:
+    """Whether two processes running this configuration are known to give bit-identical
+    results: on a CPU always (tests/test_exactness.py runs the CLI twice); on a GPU where
+    GPU_VERIFIED lists it. Anything not shown (a TPU, the fast GPU path) says False."""
+    backend = backend or jax.default_backend()
+    if backend == "cpu":
+        return True
+    if backend in GPU_BACKENDS and options:
+        return (engine, kernels, tuple(sorted(options))) in GPU_VERIFIED
+    return False
+
+
+def with_matmul_precision(fn: Callable, precision: str | None) -> Callable:
+    """`fn` traced under `jax.default_matmul_precision(precision)`: every float32 dot in it
+    gets that precision, which is fixed into the compiled program (None: JAX's default)."""
+    if precision is None:
+        return fn
+
+    @functools.wraps(fn)
+    def traced_at_precision(*args, **kwargs):
+        with jax.default_matmul_precision(precision):
+            return fn(*args, **kwargs)
+
+    return traced_at_precision
+
+
+def jit(fn: Callable, *, options: dict | None = None, precision: str | None = "highest"):
+    """`jax.jit(fn)` compiled with a run's XLA options and matmul precision."""
+    return jax.jit(with_matmul_precision(fn, precision), compiler_options=options)
+
+
+# Closed-over arrays smaller than this stay compiled-in constants (index tables, small masks):
+# XLA may fold them, and they cost no compile time worth naming.
+LIFT_BYTES = 64 * 1024
+
+
+def _nbytes(value) -> int:
+    return int(getattr(value, "nbytes", 0) or 0)
+
+
+def constants_as_arguments(fn: Callable, *example_args, min_bytes: float | None = None):
+    """(program, constants): `fn` traced once for arguments shaped like `example_args`, with
+    every closed-over array of at least `min_bytes` bytes lifted out of the trace.
+    `program(constants, *args)` computes `fn(*args)`.
+
+    Why: the graph (and what is derived from it) reaches the loop's functions through closures,
+    and jit compiles closed-over arrays into the program as constants. XLA then spends seconds
+    folding gathers over them (a 10^5-node graph's Â is megabytes), compile time grows with the
+    graph, and every program holds its own copy. As arguments they are compiled once per shape
+    and stay in device memory once.
+    """
+    min_bytes = LIFT_BYTES if min_bytes is None else min_bytes
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
+    out_tree = jax.tree.structure(out_shape)
+    all_constants = list(closed.consts)
+    lifted = [i for i, c in enumerate(all_constants) if _nbytes(c) >= min_bytes]
+
+    def program(constants, *args):
+        values = list(all_constants)
+        for index, value in zip(lifted, constants, strict=True):
+            values[index] = value
+        outputs = jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, values))(*jax.tree.leaves(args))
+        return jax.tree.unflatten(out_tree, outputs)
+
+    # numpy arrays go to the device once here, not at every call.
+    return program, [jax.device_put(all_constants[i]) for i in lifted]
+
+
+class Program:
+    """`fn` compiled with XLA `options` (`compiler_options`) at a matmul `precision`, its large
+    closed-over arrays passed as arguments (`constants_as_arguments`). Call it like `fn`;
+    `lower` and `compile` take `fn`'s arguments too. `donate`: which of `fn`'s arguments XLA
+    may overwrite."""
+
+    def __init__(self, fn, example_args, *, options=None, precision="highest", donate=()):
+        traced, self.constants = constants_as_arguments(
+            with_matmul_precision(fn, precision), *example_args
+        )
+        self.constant_bytes = sum(_nbytes(c) for c in self.constants)
+        self._jitted = jax.jit(
+            traced,
+            compiler_options=options,
+            donate_argnums=tuple(d + 1 for d in donate),
+        )
+
+        self._traced = traced
+
+    def __call__(self, *args):
+        return self._jitted(self.constants, *args)
+
+    def eval_shape(self, *args):
+        """`jax.eval_shape` of the program (tracing a jit with compiler options inside another
+        trace is refused, so this traces the function itself)."""
+        return jax.eval_shape(self._traced, self.constants, *args)
+
+    def lower(self, *args):
+        return self._jitted.lower(self.constants, *args)
+
+    def compile(self, *args):
+        """(callable like `fn`, XLA's compiled program: its memory analysis) for `args`'
+        shapes, compiled now."""
+        compiled = self.lower(*args).compile()
+        return functools.partial(compiled, self.constants), compiled

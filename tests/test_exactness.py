@@ -1,0 +1,185 @@
+"""Exactness and compilation: two processes give the same bits, every program takes the graph
+as an argument (no graph-sized constant compiled in), the GPU's compile options work on every
+program the package compiles, and the matmul precision is what the config says."""
+
+import functools
+import json
+import re
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import policy_gnn_jax as pg
+from policy_gnn_jax import graph, methods
+from policy_gnn_jax.runtime import compilation, runner
+
+MiB = 2**20
+ITEM_BYTES = {"f32": 4, "i32": 4, "ui32": 4, "f64": 8, "i64": 8, "ui64": 8, "f16": 2, "bf16": 2,
+              "i16": 2, "i8": 1, "ui8": 1, "i1": 1}  # fmt: skip
+
+
+def largest_constant_bytes(hlo_text: str) -> int:
+    """Bytes of the largest non-splat constant in StableHLO text. A splat (`dense<0.0>`) is one
+    value broadcast: it holds no data of the graph, so it is not counted."""
+    largest = 0
+    for line in hlo_text.splitlines():
+        if "stablehlo.constant" not in line:
+            continue
+        literal = line.split("stablehlo.constant", 1)[1]
+        if re.match(r"\s*dense<[^\[\"]*>", literal):  # splat: no list, no hex blob
+            continue
+        dims, dtype = re.findall(r"tensor<((?:\d+x)*)(\w+)>", line)[-1]
+        size = int(np.prod([int(d) for d in dims.split("x") if d])) if dims else 1
+        largest = max(largest, size * ITEM_BYTES.get(dtype, 8))
+    return largest
+
+
+def test_largest_constant_finds_a_closed_over_array():
+    table = jnp.arange(300_000, dtype=jnp.float32) + 0  # 1.1 MiB, concrete: not a splat
+    text = jax.jit(lambda i: table[i]).lower(jnp.int32(0)).as_text()
+    assert largest_constant_bytes(text) == table.nbytes
+    splat = np.zeros(300_000, np.float32)
+    assert largest_constant_bytes(jax.jit(lambda x: x + splat).lower(splat).as_text()) == 0
+
+
+def _cora_programs(cora, method, lift=True, **overrides):
+    config = methods.get(method).prepare(pg.Config.paper(num_episodes=2, epochs=2, **overrides))
+    g = graph.from_dataset(cora)
+    trainer = methods.get(method).make_trainer(config, cora, g, None, None)
+    keys = runner.seed_keys(0, 1)
+    seeds = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
+    saved = compilation.LIFT_BYTES
+    compilation.LIFT_BYTES = saved if lift else float("inf")
+    try:
+        programs = runner.build_programs(trainer, keys, seeds, None, [trainer.per_call])
+        state_like = programs["state_like"]
+        return {
+            "init": programs["init"].lower(keys).as_text(),
+            "chunk": programs["chunks"][trainer.per_call].lower(state_like).as_text(),
+            "evaluate": programs["evaluate"].lower(state_like).as_text(),
+        }
+    finally:
+        compilation.LIFT_BYTES = saved
+
+
+@pytest.mark.parametrize(
+    "method, overrides",
+    [("policy-gnn", {}), ("gcn", {}), ("policy-gnn", {"engine": "subgraph"})],
+    ids=["policy-gnn", "fixed-depth", "subgraph-engine"],
+)
+def test_no_program_compiles_in_a_constant_over_1_mib(cora, method, overrides):
+    for name, text in _cora_programs(cora, method, **overrides).items():
+        assert largest_constant_bytes(text) <= MiB, name
+
+
+def test_the_constant_check_fails_when_the_graph_is_compiled_in(cora):
+    # Cora's dense features alone are 2708 x 1433 float32 = 14.8 MiB.
+    texts = _cora_programs(cora, "gcn", lift=False)
+    assert largest_constant_bytes(texts["chunk"]) > MiB
+
+
+def test_gpu_compile_options_are_accepted_by_every_program(monkeypatch, tmp_path, small_dataset):
+    """On a GPU every program gets compiler options, which JAX accepts only on an outermost jit;
+    forcing them here (XLA accepts the GPU options on a CPU and ignores them) runs every path:
+    training, resuming a checkpoint, prediction and a loaded fit."""
+    options = {**compilation.AUTOTUNE_OFF, **compilation.DETERMINISTIC_SCATTER}
+    monkeypatch.setattr(compilation, "compiler_options", lambda *a, **k: dict(options))
+    config = pg.Config.tiny(num_episodes=2, episodes_per_call=1, epochs=2)
+    ckpt = tmp_path / "ckpt"
+    for method in ("policy-gnn", "gcn"):
+        fit = pg.fit(small_dataset, config, method=method, seeds=2, progress=False,
+                     checkpoint_dir=ckpt / method)  # fmt: skip
+        again = pg.fit(
+            small_dataset,
+            config,
+            method=method,
+            seeds=2,
+            progress=False,
+            checkpoint_dir=ckpt / method,
+        )  # fmt: skip  (resumes the finished run)
+        assert again.record["test_accuracy"] == fit.record["test_accuracy"]
+        fit.predict(small_dataset.test_index)
+        fit.save(tmp_path / method)
+        pg.load(tmp_path / method).predict(small_dataset.test_index)
+
+
+def test_matmul_precision_is_fixed_into_the_program():
+    x = jnp.ones((4, 4), jnp.float32)
+    for precision, full in (("highest", True), ("default", False)):
+        traced = compilation.with_matmul_precision(lambda a: a @ a, precision)
+        assert ("Precision.HIGHEST" in str(jax.make_jaxpr(traced)(x))) is full
+
+
+def test_matmul_precision_is_checked_and_recorded(small_dataset):
+    with pytest.raises(pg.ConfigError, match="matmul_precision must be one of"):
+        pg.Config.tiny(matmul_precision="tf32")
+    fit = pg.fit(small_dataset, pg.Config.tiny(epochs=2, matmul_precision="default"),
+                 method="gcn", progress=False)  # fmt: skip
+    assert fit.record["config"]["matmul_precision"] == "default"
+    assert fit.record["config"]["reproducible"] is True
+
+
+def test_gpu_options_turn_autotuning_off_and_sort_scatter_adds_only_where_there_are_any():
+    options = compilation.compiler_options
+    assert options(True, scatter_adds=False, backend="gpu") == {"xla_gpu_autotune_level": 0}
+    assert options(True, scatter_adds=True, backend="cuda") == {
+        "xla_gpu_autotune_level": 0, "xla_gpu_deterministic_ops": True}  # fmt: skip
+    assert options(False, scatter_adds=True, backend="gpu") is None  # the opt-out
+    assert options(True, backend="cpu") is None and options(True, backend="tpu") is None
+    assert compilation.float_scatter_adds("gather", "subgraph")
+    assert compilation.float_scatter_adds("scatter", "full")
+    assert not compilation.float_scatter_adds("gather", "full")
+
+
+def test_bit_identical_is_claimed_only_where_shown():
+    claim = compilation.bit_identical_across_processes
+    both = {**compilation.AUTOTUNE_OFF, **compilation.DETERMINISTIC_SCATTER}
+    assert claim(None, "scatter", "full", backend="cpu")
+    assert not claim(None, "gather", "full", backend="gpu")  # the fast path: autotuned
+    assert not claim(both, "gather", "full", backend="tpu")  # never checked on a TPU
+    assert claim(both, "gather", "full", backend="gpu")  # the GPU check, on an H100
+    assert not claim(both, "gather", "subgraph", backend="gpu")  # not shown yet
+
+
+def test_a_fit_saved_before_the_compile_fields_loads_as_it_was_trained(tmp_path, small_dataset):
+    """A fit from a version without `matmul_precision` and `reproducible` (JAX's default
+    precision, XLA's autotuning) loads with those values, and its fingerprint still matches."""
+    from policy_gnn_jax.runtime import saved_fit
+
+    fit = pg.fit(small_dataset, pg.Config.tiny(epochs=2), method="gcn", seeds=2, progress=False)
+    fit.save(tmp_path / "old")
+    meta_path = tmp_path / "old" / "fit.json"
+    meta = json.loads(meta_path.read_text())
+    for name in ("matmul_precision", "reproducible"):
+        del meta["config"][name]
+    meta["run_fingerprint"] = saved_fit.run_fingerprint(small_dataset, meta["config"], "gcn", 2, 0)
+    meta_path.write_text(json.dumps(meta))
+    loaded = pg.load(tmp_path / "old")
+    assert (loaded.config.matmul_precision, loaded.config.reproducible) == ("default", False)
+    np.testing.assert_array_equal(loaded.predict(small_dataset.test_index),
+                                  fit.predict(small_dataset.test_index))  # fmt: skip
+
+
+def test_two_processes_give_the_same_bits(tmp_path):
+    """The README command (shortened) twice, each in its own process: every field of
+    results.json equal except the wall time."""
+    records = []
+    for name in ("a", "b"):
+        argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "2", "--episodes", "3",
+                "--no-progress", "--out", str(tmp_path / name)]  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "policy_gnn_jax.cli", *argv],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        record = json.loads((tmp_path / name / "results.json").read_text())
+        record.pop("wall_time_s")
+        records.append(record)
+    assert records[0] == records[1]
+    claim = compilation.bit_identical_across_processes(
+        records[0]["compiler_options"], records[0]["kernels"], records[0]["engine"]
+    )
+    assert records[0]["bit_identical_across_processes"] is claim
+    assert claim or jax.default_backend() != "cpu"  # on a CPU the claim is made, and holds
