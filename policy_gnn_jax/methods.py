@@ -54,6 +54,7 @@ class Method:
       uses_eval_keys: whether prediction needs each seed's evaluation key (a random policy
         draws its depths with it).
       takes_backbone, takes_agent: whether a custom `Backbone` / `Agent` may be passed.
+      ignores: `Config` fields the method never reads (`--set` on one is warned about).
     """
 
     name: str
@@ -68,6 +69,7 @@ class Method:
     uses_eval_keys: bool = False
     takes_backbone: bool = True
     takes_agent: bool = False
+    ignores: frozenset[str] = frozenset()
 
     def describe(self, config: config_lib.Config) -> str:
         return self.label(config) if self.label else self.name
@@ -133,6 +135,15 @@ def _with_policy(random_policy: bool, config):
     return dataclasses.replace(config, random_policy=random_policy)
 
 
+_PLUS_FIELDS = config_lib.SECTIONS["policy_gnn_plus"]
+# The MDP's own fields; the depth range (min/max_depth) is every policy's.
+MDP_ONLY_FIELDS = (
+    *(f for f in config_lib.SECTIONS["mdp"] if f not in ("min_depth", "max_depth")),
+    *config_lib.SECTIONS["agent"],
+    *config_lib.SECTIONS["engine"],
+    "episodes_per_call",
+    "audit",
+)
 _MDP = dict(
     make_trainer=_mdp_trainer,
     backbone=backbones.for_policy,
@@ -141,6 +152,7 @@ _MDP = dict(
     engine=_mdp_engine,
     uses_eval_keys=True,
     takes_agent=True,
+    ignores=frozenset(("depth", "epochs", *_PLUS_FIELDS)),
 )
 POLICY_GNN = register(
     Method(name="policy-gnn", prepare=functools.partial(_with_policy, False), **_MDP)
@@ -179,6 +191,7 @@ FIXED_DEPTH = register(
         depth_fn=_fixed_depth_fn,
         record_fields=_fixed_record_fields,
         label=lambda config: f"gcn depth {config.depth}",
+        ignores=frozenset((*MDP_ONLY_FIELDS, *_PLUS_FIELDS)),
     )
 )
 

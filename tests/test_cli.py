@@ -85,3 +85,25 @@ def test_show_config_prints_every_field_by_section_and_trains_nothing(capsys, tm
     assert len([line for line in out.splitlines() if " = " in line]) == len(
         dataclasses.fields(config_lib.Config)
     )
+
+
+def _warnings(capsys, *argv):
+    cli._warn_unused_flags(cli.build_parser().parse_args(list(argv)))
+    return capsys.readouterr().err
+
+
+def test_a_set_field_the_method_never_reads_is_warned_about(capsys):
+    err = _warnings(capsys, "--method", "gcn", "--set", "q_lr=0.1", "--set", "hidden=8")
+    assert "warning: --set q_lr is not used by --method gcn." in err
+    assert "hidden" not in err  # the fixed-depth GCN reads it
+    err = _warnings(capsys, "--method", "policy-gnn", "--set", "epochs=3", "--set", "q_lr=0.1")
+    assert "--set epochs is not used" in err and "q_lr" not in err
+    assert _warnings(capsys, "--method", "gcn", "--set", "q_lr=oops") == ""  # refused later
+
+
+def test_the_fields_a_method_ignores_are_config_fields():
+    from policy_gnn_jax import methods
+
+    fields = {f.name for f in dataclasses.fields(config_lib.Config)}
+    for name in methods.names():
+        assert methods.get(name).ignores <= fields, name

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.data import heterophily
 
@@ -230,5 +231,7 @@ def test_the_command_runs_the_split_asked_and_records_it(tmp_path, capsys):
     with np.load(HETEROPHILY_DIR / "texas.npz") as z:
         test_mask = z["test_masks"][3]
     assert record["dataset_summary"].endswith(f"{int(test_mask.sum())}")
+    loaded = pg.load(tmp_path / "o")  # the saved fit remembers which split it was trained on
+    assert loaded.dataset.split == 3 and loaded.dataset.source == str(HETEROPHILY_DIR)
     assert cli.main([*argv[:3], "10", *argv[4:-1], str(tmp_path / "p")]) == 2
     assert "0..9" in capsys.readouterr().err

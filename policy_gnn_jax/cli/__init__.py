@@ -118,6 +118,12 @@ def _warn_unused_flags(args) -> None:
     for flag, given in unused:
         if given:
             print(f"warning: {flag} is not used by --method {args.method}.", file=sys.stderr)
+    try:
+        overrides = config_lib.parse_overrides(args.set or [])
+    except config_lib.ConfigError:
+        return  # refused with its own message when the config is built
+    for field in sorted(set(overrides) & methods.get(args.method).ignores):
+        print(f"warning: --set {field} is not used by --method {args.method}.", file=sys.stderr)
 
 
 def _check_args(args) -> None:

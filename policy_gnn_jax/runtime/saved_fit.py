@@ -96,6 +96,9 @@ def dataset_bytes(ds: data.Dataset) -> bytes:
         val_index=ds.val_index,
         test_index=ds.test_index,
         num_classes=np.array(ds.num_classes),
+        # Where it was read from and which fixed split it is (-1: the benchmark has one).
+        source=np.array(ds.source),
+        split=np.array(-1 if ds.split is None else ds.split),
     )
     return buffer.getvalue()
 
@@ -112,6 +115,9 @@ def _dataset_from(blob: bytes) -> data.Dataset:
             val_index=z["val_index"],
             test_index=z["test_index"],
             num_classes=int(z["num_classes"]),
+            # Fits saved before these were kept: unknown source, one split.
+            source=str(z["source"]) if "source" in z else "",
+            split=int(z["split"]) if "split" in z and int(z["split"]) >= 0 else None,
         )
 
 
