@@ -8,13 +8,14 @@ Each step runs in its own process under a time limit, the most important first:
 1. `readme_twice`: the README command (`experiments/run.py --dataset cora`, `--episodes`
    episodes) in two processes with the default settings, results.json compared field by
    field (everything but the wall time must be equal);
-2. `settings`: benchmarks/bench_compile.py: per-episode and compile time of the README run's
-   chunk under each compile setting (the default, the `reproducible=false` opt-out, the graph
-   compiled in as constants, ...) as ratios in one process;
-3. `compile_by_size`: the same benchmark's compile time per graph size (`--sizes`);
+2. `compile_by_size`: benchmarks/bench_compile.py's compile time of one chunk per graph size
+   (`--sizes`; the graph also compiled in as constants at the smallest size);
+3. `settings`: the same benchmark's per-episode and compile time of the README run's chunk
+   under the default, the `reproducible=false` opt-out, the opt-out with the graph compiled in,
+   and XLA's deterministic ops, as ratios in one process;
 4. `tests`: the tests that compare with NumPy references and check exactness;
-5. `readme_tf32_twice`: step 1 with TF32 matmuls (`--set matmul_precision=default`);
-6. `subgraph_twice`: step 1 with `--engine subgraph` (a fifth of the episodes);
+5. `subgraph_twice`: step 1 with `--engine subgraph` (a fifth of the episodes);
+6. `readme_tf32_twice`: step 1 with TF32 matmuls (`--set matmul_precision=default`);
 7. `engines`: benchmarks/bench_scale.py: full vs subgraph engine per-step time by graph size;
 8. `step_epoch_seeds`: benchmarks/bench.py: MDP step / GCN epoch, seeds vmapped vs a loop.
 A step that would start after `--budget-s` is skipped and says so. The summary and every
@@ -35,8 +36,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_exactness.py", "tests/test_kernels.py", "tests/test_gcn.py"]
-STEPS = ("readme_twice", "settings", "compile_by_size", "tests", "readme_tf32_twice",
-         "subgraph_twice", "engines", "step_epoch_seeds")  # fmt: skip
+STEPS = ("readme_twice", "compile_by_size", "settings", "tests", "subgraph_twice",
+         "readme_tf32_twice", "engines", "step_epoch_seeds")  # fmt: skip
 
 
 def parse_args(argv=None):
@@ -131,12 +132,13 @@ def plan(args, work: pathlib.Path) -> dict:
             args, [*episodes, "--set", "matmul_precision=default"], t, work, "tf32")),
         "subgraph_twice": (60, lambda t: twice(
             args, [*few, "--engine", "subgraph"], t, work, "subgraph")),
-        "settings": (130, lambda t: json_step(
+        "settings": (110, lambda t: json_step(
             ["benchmarks/bench_compile.py", "--dataset", args.dataset, "--seeds",
-             str(args.seeds)], t, work / "settings.json")),
-        "compile_by_size": (90, lambda t: json_step(
-            ["benchmarks/bench_compile.py", "--settings", "--sizes", *sizes], t,
-             work / "sizes.json")),
+             str(args.seeds), "--settings", "default", "fast", "fast-inlined",
+             "deterministic-ops"], t, work / "settings.json")),
+        "compile_by_size": (100, lambda t: json_step(
+            ["benchmarks/bench_compile.py", "--settings", "--sizes", *sizes,
+             "--inline-up-to", sizes[0]], t, work / "sizes.json")),
         "tests": (120, lambda t: run_step(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                                            *TESTS], t)),
         "engines": (90, lambda t: json_step(

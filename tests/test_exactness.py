@@ -3,7 +3,9 @@ as an argument (no graph-sized constant compiled in), the GPU's compile options 
 program the package compiles, and the matmul precision is what the config says."""
 
 import functools
+import importlib.util
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -183,3 +185,38 @@ def test_two_processes_give_the_same_bits(tmp_path):
     )
     assert records[0]["bit_identical_across_processes"] is claim
     assert claim or jax.default_backend() != "cpu"  # on a CPU the claim is made, and holds
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _gpu_check_module():
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", ROOT / "experiments" / "gpu_check.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_check_compares_every_field():
+    differing = _gpu_check_module().differing_fields
+    a = {"x": 1, "y": {"z": [1, 2], "w": 0.5}, "wall_time_s": 3.0}
+    b = {"x": 1, "y": {"z": [1, 3], "w": 0.5}, "wall_time_s": 4.0, "new": True}
+    assert differing(a, b) == ["new", "wall_time_s", "y.z"]
+    assert differing(a, a) == []
+
+
+def test_the_gpu_check_runs_on_a_cpu_and_keeps_its_report(tmp_path):
+    out = tmp_path / "check.json"
+    argv = [sys.executable, "experiments/gpu_check.py", "--out", str(out), "--steps",
+            "readme_twice", "--dataset", "csbm", "--seeds", "1", "--episodes", "2"]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["backend"] == "cpu"
+    step = report["steps"]["readme_twice"]
+    assert step["identical"] is True and step["claimed_bit_identical"] is True
+    again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 2 and "--overwrite" in again.stderr
+    assert json.loads(out.read_text()) == report
