@@ -9,11 +9,11 @@ python experiments/run.py --dataset csbm --method random --episodes 50
 
 import sys
 
-try:  # importing JAX takes a second or two: a Ctrl-C then is one line too, not a traceback
-    from policy_gnn_jax.cli import entry
+try:  # a Ctrl-C while Python starts is one line too, not a traceback
+    from policy_gnn_jax.cli import launch
 except KeyboardInterrupt:
     print("error: interrupted while starting; nothing was run.", file=sys.stderr)
     sys.exit(130)
 
 if __name__ == "__main__":
-    sys.exit(entry())
+    sys.exit(launch())

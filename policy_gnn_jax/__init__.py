@@ -17,23 +17,51 @@ Layers (imports flow one way, left to right):
   and fixed_depth and knows none of them. contrib/ builds on all of it; the core never imports it.
 """
 
-from policy_gnn_jax import methods
-from policy_gnn_jax.agents import Agent, dqn_agent, random_agent
-from policy_gnn_jax.api import METHODS, Fit, fit, load
-from policy_gnn_jax.backbones import Backbone, flax_backbone, make_backbone
-from policy_gnn_jax.backbones.gcn import gcn_backbone
-from policy_gnn_jax.config import Config, ConfigError
-from policy_gnn_jax.data import (
-    DataError,
-    Dataset,
-    InvalidDatasetError,
-    from_arrays,
-    from_jraph,
-    load_dataset,
-)
-from policy_gnn_jax.methods import Method
-from policy_gnn_jax.runtime.checkpoint import CheckpointError
-from policy_gnn_jax.runtime.runner import DivergenceError, ResourceError
+import importlib
+
+# name -> (module, attribute; None: the module itself). Imported on first use, so `import
+# policy_gnn_jax.cli` starts without JAX and the command can catch a Ctrl-C while it loads.
+_EXPORTS = {
+    "methods": ("policy_gnn_jax.methods", None),
+    "Method": ("policy_gnn_jax.methods", "Method"),
+    "Agent": ("policy_gnn_jax.agents", "Agent"),
+    "dqn_agent": ("policy_gnn_jax.agents", "dqn_agent"),
+    "random_agent": ("policy_gnn_jax.agents", "random_agent"),
+    "METHODS": ("policy_gnn_jax.api", "METHODS"),
+    "Fit": ("policy_gnn_jax.api", "Fit"),
+    "fit": ("policy_gnn_jax.api", "fit"),
+    "load": ("policy_gnn_jax.api", "load"),
+    "Backbone": ("policy_gnn_jax.backbones", "Backbone"),
+    "flax_backbone": ("policy_gnn_jax.backbones", "flax_backbone"),
+    "make_backbone": ("policy_gnn_jax.backbones", "make_backbone"),
+    "gcn_backbone": ("policy_gnn_jax.backbones.gcn", "gcn_backbone"),
+    "Config": ("policy_gnn_jax.config", "Config"),
+    "ConfigError": ("policy_gnn_jax.config", "ConfigError"),
+    "DataError": ("policy_gnn_jax.data", "DataError"),
+    "Dataset": ("policy_gnn_jax.data", "Dataset"),
+    "InvalidDatasetError": ("policy_gnn_jax.data", "InvalidDatasetError"),
+    "from_arrays": ("policy_gnn_jax.data", "from_arrays"),
+    "from_jraph": ("policy_gnn_jax.data", "from_jraph"),
+    "load_dataset": ("policy_gnn_jax.data", "load_dataset"),
+    "CheckpointError": ("policy_gnn_jax.runtime.checkpoint", "CheckpointError"),
+    "DivergenceError": ("policy_gnn_jax.runtime.runner", "DivergenceError"),
+    "ResourceError": ("policy_gnn_jax.runtime.runner", "ResourceError"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'policy_gnn_jax' has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __version__ = "0.2.0"
 

@@ -56,7 +56,7 @@ def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices
         raise config_lib.ConfigError(
             f"devices must be None or a whole number >= 1, got {devices!r}."
         )
-    if not isinstance(progress, bool):
+    if not isinstance(progress, (bool, np.bool_)):  # numpy's bools are True or False too
         raise config_lib.ConfigError(f"progress must be True or False, got {progress!r}.")
     if seed_mode not in runner.SEED_MODES:
         raise config_lib.ConfigError(
@@ -127,6 +127,7 @@ def fit(
     """
     config = config_lib.Config.paper() if config is None else config
     _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode)
+    progress = bool(progress)
     entry = methods.get(method)
     _check_custom(entry, backbone, agent)
     config = entry.prepare(config)

@@ -107,3 +107,36 @@ def test_the_fields_a_method_ignores_are_config_fields():
     fields = {f.name for f in dataclasses.fields(config_lib.Config)}
     for name in methods.names():
         assert methods.get(name).ignores <= fields, name
+
+
+def _starting_commands():
+    import shutil
+    import sys
+
+    commands = [
+        [sys.executable, "-m", "policy_gnn_jax.cli"],
+        [sys.executable, "experiments/run.py"],
+    ]
+    installed = shutil.which("policy-gnn")
+    return commands + ([[installed]] if installed else [])
+
+
+@pytest.mark.parametrize("command", _starting_commands(), ids=lambda c: " ".join(c[-2:])[-30:])
+@pytest.mark.parametrize("delay", [0.2, 0.8])
+def test_a_ctrl_c_while_the_command_starts_is_one_line(command, delay, tmp_path):
+    """Before: `python -m policy_gnn_jax.cli` and `policy-gnn` imported JAX before any handler
+    was in place, so an early Ctrl-C printed a traceback."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import ROOT
+
+    argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--episodes", "1",
+            "--no-progress", "--out", str(tmp_path / "o")]  # fmt: skip
+    proc = subprocess.Popen([*command, *argv], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-2000:]

@@ -204,6 +204,14 @@ def test_cache_is_searched_and_offline_means_no_download(tmp_path, monkeypatch):
     assert not (cache / "texas.npz").exists()
 
 
+def test_a_folder_named_like_a_npz_file_is_called_a_folder(tmp_path):
+    folder = tmp_path / "actor.npz"
+    folder.mkdir()
+    for call in (data.check_name, lambda p: heterophily.read_npz(pathlib.Path(p))):
+        with pytest.raises(data.DataError, match="is a folder, not a .npz file"):
+            call(str(folder))
+
+
 def test_names_are_registered():
     assert data.HETEROPHILY_NAMES == tuple(README)
     for name in README:

@@ -185,6 +185,12 @@ def test_fit_checks_its_arguments(kwargs, message):
         pg.fit(_build(), **kwargs)
 
 
+def test_fit_takes_numpy_bools_for_progress():
+    """Before: progress=np.False_ was refused as "must be True or False"."""
+    fit = pg.fit(_build(), pg.Config.tiny(epochs=1), method="gcn", seeds=1, progress=np.False_)
+    assert fit.record["seeds"] == 1
+
+
 def test_fit_of_no_dataset_is_one_clear_error():
     with pytest.raises(pg.InvalidDatasetError, match="dataset must be a policy_gnn_jax.Dataset"):
         pg.fit(None)

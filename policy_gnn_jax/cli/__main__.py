@@ -2,10 +2,10 @@
 
 import sys
 
-try:  # importing JAX takes a second or two: a Ctrl-C then is one line too, not a traceback
-    from policy_gnn_jax.cli import entry
+try:  # a Ctrl-C in the first milliseconds, before `launch` holds it, is one line too
+    from policy_gnn_jax.cli import launch
 except KeyboardInterrupt:
     print("error: interrupted while starting; nothing was run.", file=sys.stderr)
     sys.exit(130)
 
-sys.exit(entry())
+sys.exit(launch())

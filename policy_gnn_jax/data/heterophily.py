@@ -153,6 +153,8 @@ def resolve_file(
 
 def read_npz(path: pathlib.Path) -> dict[str, np.ndarray]:
     """The six arrays of a file of the benchmark's format, shapes checked. Never unpickles."""
+    if path.is_dir():
+        raise DataError(f"{path} is a folder, not a .npz file: pass the path of the file itself.")
     if not path.is_file():
         raise MissingDataError(f"No such file {path}: pass the path of an existing .npz file.")
     if not zipfile.is_zipfile(path):

@@ -20,6 +20,12 @@ def check_name(name: str | os.PathLike) -> str:
     `load_heterophily`); DataError for anything else (a typo is an error, never a dataset
     "skipped" for missing files)."""
     if is_npz_path(name):
+        if pathlib.Path(name).is_dir():
+            raise DataError(
+                f"{os.fspath(name)} is a folder, not a .npz file: pass the path of the file "
+                f"itself (a dataset ending in .npz is a file of the heterophilous benchmarks' "
+                f"format)."
+            )
         if not pathlib.Path(name).is_file():
             raise DataError(
                 f"No such file {os.fspath(name)}: a dataset ending in .npz is the path of a file "

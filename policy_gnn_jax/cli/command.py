@@ -1,0 +1,345 @@
+"""The `policy-gnn` command (also `python experiments/run.py`): train over many seeds in one go.
+
+policy-gnn --dataset cora                          # Policy-GNN, paper defaults, 10 seeds
+policy-gnn --dataset cora --method gcn --depth 2
+policy-gnn --dataset csbm --method random --episodes 50
+policy-gnn --dataset cora --checkpoint-dir ckpt    # resumable: run the same command again
+
+Writes <out>/results.json and the fitted snapshots (policy_gnn_jax.load(<out>) reads them back).
+Bad input of any kind ends with one line `error: ...` and exit status 2.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import pathlib
+import signal
+import sys
+import threading
+
+import jax
+
+from policy_gnn_jax import api, data, methods
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.cli.flags import build_parser, config_from_args, show_config
+from policy_gnn_jax.runtime import checkpoint, outputs, runner
+
+# Everything that is the user's input going wrong (all exit 2 with one `error:` line).
+INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError)
+
+
+def require_at_least_one(**counts: int) -> None:
+    """Each named command-line count must be >= 1: `--seeds 0` is an error naming `--seeds`."""
+    for name, value in counts.items():
+        if value < 1:
+            raise config_lib.ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
+
+
+def exit_status(command, *args) -> int:
+    """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
+    input is bad (the policy-gnn command's convention)."""
+    try:
+        command(*args)
+    except INPUT_ERRORS as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; runs saved before it are kept and reused.", file=sys.stderr)
+        return 130
+    return 0
+
+
+def tune_malloc() -> None:
+    """glibc returns XLA's large scratch buffers to the OS after every call, which doubled the
+    time of large programs here (docs/performance.md): raise both thresholds before JAX
+    allocates anything."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+    except OSError:  # not glibc: nothing to tune
+        pass
+
+
+def _check_paths(args) -> None:
+    """Folders named on the command line: not empty, and output apart from checkpoints."""
+    for flag in ("out", "checkpoint_dir", "data_dir"):
+        value = getattr(args, flag)
+        if value is not None and not value.strip():
+            raise config_lib.ConfigError(
+                f"--{flag.replace('_', '-')} is empty: name a folder (leave the flag out for the "
+                f"default)."
+            )
+    if args.out and args.checkpoint_dir:
+        out, ckpt = pathlib.Path(args.out).resolve(), pathlib.Path(args.checkpoint_dir).resolve()
+        if out == ckpt:
+            raise config_lib.ConfigError(
+                f"--out and --checkpoint-dir are one folder ({out}): give the checkpoints a "
+                f"folder of their own (e.g. {out / 'checkpoints'})."
+            )
+        if ckpt in out.parents:
+            raise config_lib.ConfigError(
+                f"--out {out} is inside --checkpoint-dir {ckpt}: keep the checkpoint folder to "
+                f"the checkpoints (e.g. --out {ckpt.parent / 'out'})."
+            )
+    if args.data_dir and data.heterophily.is_npz_path(args.dataset):
+        raise config_lib.ConfigError(
+            f"--dataset {args.dataset} is a file's path, read from there; --data-dir is not "
+            f"searched for it. Pass the full path and leave --data-dir out."
+        )
+    if args.out and pathlib.Path(args.out).is_dir():
+        steps = [p for p in pathlib.Path(args.out).iterdir() if checkpoint.is_checkpoint_step(p)]
+        if steps:
+            raise config_lib.ConfigError(
+                f"--out {args.out} is a checkpoint folder (it holds {steps[0].name}/): pass it "
+                f"as --checkpoint-dir to resume, and choose another --out."
+            )
+
+
+def _warn_unused_flags(args) -> None:
+    """A flag the chosen method never reads is said, not silently dropped."""
+    fixed = methods.get(args.method) is methods.FIXED_DEPTH
+    unused = (
+        [("--episodes", args.episodes != 1000), ("--depths", args.depths is not None)]
+        + [("--engine", args.engine != "auto"), ("--audit", args.audit)]
+        if fixed
+        else [("--depth", args.depth is not None)]
+    )
+    splits = args.dataset.lower() in data.HETEROPHILY_NAMES or args.dataset.endswith(".npz")
+    if args.split != 0 and not splits:
+        print(
+            f"warning: --split is not used by --dataset {args.dataset} (one split).",
+            file=sys.stderr,
+        )
+    if not fixed and methods.get(args.method).name != "policy-gnn-plus":
+        unused.append(("--epochs", args.epochs is not None))
+    for flag, given in unused:
+        if given:
+            print(f"warning: {flag} is not used by --method {args.method}.", file=sys.stderr)
+    try:
+        overrides = config_lib.parse_overrides(args.set or [])
+    except config_lib.ConfigError:
+        return  # refused with its own message when the config is built
+    for field in sorted(set(overrides) & methods.get(args.method).ignores):
+        print(f"warning: --set {field} is not used by --method {args.method}.", file=sys.stderr)
+
+
+def _check_args(args) -> None:
+    """Everything that can be refused before loading data or training."""
+    _check_paths(args)
+    _warn_unused_flags(args)
+    if not 0 <= args.seed <= runner.MAX_SEED:
+        raise runner.ResourceError(f"--seed must be in 0..{runner.MAX_SEED}, got {args.seed}.")
+    if not 1 <= args.seeds <= 2**31 - 1:
+        raise runner.ResourceError(f"--seeds must be in 1..{2**31 - 1}, got {args.seeds}.")
+    if args.checkpoint_every < 1:
+        raise config_lib.ConfigError(
+            f"--checkpoint-every must be >= 1, got {args.checkpoint_every}."
+        )
+    data.check_name(args.dataset)
+    if args.dataset.lower() in ("csbm", "planted"):
+        _check_generator_args(args)
+
+
+def _check_generator_args(args) -> None:
+    """The generated graph's flags, named when wrong, and its size against host memory before
+    numpy tries to allocate it."""
+    if not 0 <= args.csbm_seed <= runner.MAX_SEED:
+        raise config_lib.ConfigError(
+            f"--csbm-seed must be in 0..{runner.MAX_SEED}, got {args.csbm_seed}."
+        )
+    require_at_least_one(csbm_nodes=args.csbm_nodes, csbm_features=args.csbm_features)
+    if not (math.isfinite(args.csbm_degree) and args.csbm_degree > 0):
+        raise config_lib.ConfigError(f"--csbm-degree must be a number > 0, got {args.csbm_degree}.")
+    if not (0.0 <= args.csbm_homophily <= 1.0):  # also refuses nan
+        raise config_lib.ConfigError(
+            f"--csbm-homophily must be in [0, 1], got {args.csbm_homophily}."
+        )
+    # Generation holds float64 features and their float32 CSR copy (16 bytes a value) and the
+    # int64 edge draws in both directions (about 40 bytes per unit of degree).
+    needed = args.csbm_nodes * (16 * args.csbm_features + 40 * max(args.csbm_degree, 1.0))
+    available = runner.host_memory_bytes()
+    if available is not None and needed > available:
+        raise runner.ResourceError(
+            f"--csbm-nodes {args.csbm_nodes} with --csbm-features {args.csbm_features} needs "
+            f"about {needed / 2**30:.1f} GiB of host memory to generate; "
+            f"{available / 2**30:.1f} GiB is available. Generate a smaller graph."
+        )
+
+
+Terminated = runner.Terminated
+
+
+def _stop(signum, frame):
+    runner.request_stop(signum)
+
+
+def main(argv=None) -> int:
+    tune_malloc()
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        runner.clear_stop()
+        handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _main(argv)
+    finally:
+        for s, handler in handlers.items():  # a caller in the same process keeps its own
+            signal.signal(s, handler)
+        runner.clear_stop()
+
+
+def _main(argv) -> int:
+    args = build_parser().parse_args(argv)
+    out, made_out = None, False
+    try:
+        if not args.show_config:  # which needs no device
+            start_backend()
+        _check_args(args)
+        config = config_from_args(args)
+        if args.show_config:
+            print(show_config(config))
+            return 0
+        if args.out:
+            out, made_out = pathlib.Path(args.out), not pathlib.Path(args.out).exists()
+        else:  # a new folder of its own: runs started together never share one
+            out, made_out = outputs.new_folder("results", _default_stem(args, config)), True
+        outputs.check_no_result(out, args.overwrite, "--overwrite")  # before creating anything
+        checkpoint.check_writable_dir(out)
+        with outputs.FolderLock(out, "output folder"):
+            outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
+            fitted = _train(args, config)
+            fitted.save(out, overwrite=args.overwrite)
+    except INPUT_ERRORS as err:
+        return _fail(str(err), out if made_out else None, 2)
+    except MemoryError:
+        return _fail(
+            "the run ran out of host memory: use fewer --seeds or a smaller graph.",
+            out if made_out else None,
+            2,
+        )
+    except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
+        code = 143 if isinstance(stop, Terminated) else 130
+        return _fail(_interrupted(args, out), out if made_out else None, code)
+    try:
+        _report(fitted.record, out)
+    except KeyboardInterrupt as stop:  # the result is saved already: say so, in one line
+        print(f"error: interrupted after the result was saved in {out}; it is complete.",
+              file=sys.stderr)  # fmt: skip
+        return 143 if isinstance(stop, Terminated) else 130
+    return 0
+
+
+def _train(args, config) -> api.Fit:
+    ds = data.load_dataset(
+        args.dataset, data_dir=args.data_dir, download=not args.no_download, **_generator_args(args)
+    )
+    print(ds.summary() + (f" (read from {ds.source})" if ds.source else ""), flush=True)
+    return api.fit(
+        ds,
+        config,
+        method=args.method,
+        seeds=args.seeds,
+        seed=args.seed,
+        progress=not args.no_progress,
+        checkpoint_dir=args.checkpoint_dir,
+        checkpoint_every=args.checkpoint_every,
+        devices=args.devices,
+        seed_mode=args.seed_mode,
+    )
+
+
+def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
+    """One `error:` line; a folder this run made and left empty is removed."""
+    if made is not None:
+        _remove_if_empty(made)
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _interrupted(args, out: pathlib.Path | None) -> str:
+    """Where an interrupted run can resume from, in one sentence."""
+    if out is not None and (out / "fit.json").is_file():  # the signal landed after the save
+        return f"interrupted after the result was saved in {out}; it is complete."
+    if not args.checkpoint_dir:
+        return "interrupted; nothing was saved (pass --checkpoint-dir DIR to make a run resumable)."
+    folder = pathlib.Path(args.checkpoint_dir).absolute()
+    steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit()]
+    if not steps:
+        return f"interrupted before the first checkpoint in {folder}; nothing to resume from."
+    return (
+        f"interrupted; the last checkpoint is in {folder} (chunk {max(steps)}): run the same "
+        f"command to resume from it."
+    )
+
+
+def entry() -> int:
+    """The `policy-gnn` command as a program: `main`, and after a Ctrl-C or SIGTERM an
+    immediate exit, so that tearing JAX down half-way cannot crash the process after the one
+    line was printed."""
+    code = main()
+    if code in (130, 143):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def start_backend() -> None:
+    """Starts JAX's backend now, so a device that is not there is one clear error."""
+    try:
+        jax.devices()
+    except (RuntimeError, AssertionError) as err:  # jax asserts when JAX_PLATFORMS names none
+        platforms = os.environ.get("JAX_PLATFORMS")
+        named = f" for JAX_PLATFORMS={platforms}" if platforms else ""
+        detail = str(err).splitlines()[0][:200] if str(err) else "no such backend"
+        raise runner.ResourceError(
+            f"JAX could not start a backend{named} ({detail}). Unset JAX_PLATFORMS to use "
+            f"the devices this machine has, or install the jaxlib for that device."
+        ) from None
+
+
+def _report(record: dict, out: pathlib.Path) -> None:
+    print(f"results: {out / 'results.json'}")
+    if "audit" in record:
+        a = record["audit"]
+        print(
+            f"audit (reference protocol, NOT a headline): macro accuracy best-of-run "
+            f"{a['macro_accuracy_best_of_run']['mean']:.4f} ± "
+            f"{a['macro_accuracy_best_of_run']['std']:.4f}; macro accuracy of the selected "
+            f"snapshot {a['macro_accuracy_of_selected_snapshot']['mean']:.4f}\n{a['explanation']}"
+        )
+    print(methods.summary_line(record))
+
+
+def _generator_args(args) -> dict:
+    if args.dataset.lower() == "csbm":
+        return {
+            "num_nodes": args.csbm_nodes,
+            "homophily": args.csbm_homophily,
+            "seed": args.csbm_seed,
+            "num_features": args.csbm_features,
+            "avg_degree": args.csbm_degree,
+        }
+    if args.dataset.lower() == "planted":
+        return {"seed": args.csbm_seed}
+    if args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(args.dataset):
+        return {"split": args.split}
+    return {}
+
+
+def _remove_if_empty(folder: pathlib.Path) -> None:
+    try:
+        folder.rmdir()  # refuses (OSError) when anything was written there
+    except OSError:
+        pass
+
+
+def _default_stem(args, config) -> str:
+    tag = methods.get(args.method).describe(config).replace(" depth ", "-d")
+    if config.backbone != "gcn":  # the config's: --set backbone= names it too
+        tag = f"{config.backbone}-{tag}"
+    name = pathlib.Path(args.dataset).stem if args.dataset.endswith(".npz") else args.dataset
+    split = f"-split{args.split}" if "split" in _generator_args(args) else ""
+    return f"{name.lower()}{split}-{tag}"
