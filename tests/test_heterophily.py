@@ -111,6 +111,9 @@ def test_malformed_files_are_named(tmp_path):
         data.load_heterophily(tmp_path / "d.npz")
     with pytest.raises(data.MissingDataError, match="No such file"):
         data.load_heterophily(tmp_path / "missing.npz")
+    none = {f"{part}_masks": TINY_MASKS[f"{part}_masks"][:0] for part in ("train", "val", "test")}
+    with pytest.raises(data.DataError, match="the masks hold no split"):  # was "0..-1"
+        data.load_heterophily(_save(tmp_path / "e.npz", **none))
 
 
 def test_pinned_checksums_are_those_of_the_shared_folder():

@@ -32,6 +32,15 @@ def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(tmp_p
     assert (tmp_path / "precious.txt").read_text() == "mine"
 
 
+def test_a_fifo_where_the_lock_goes_is_named_a_fifo(tmp_path):
+    """Before: "a hard link or a special file", leaving the user to guess which."""
+    (tmp_path / "o").mkdir()
+    os.mkfifo(tmp_path / "o" / outputs.LOCK_NAME)
+    with pytest.raises(pg.CheckpointError, match=r"is a named pipe \(FIFO\), not a plain file"):
+        with outputs.FolderLock(tmp_path / "o"):
+            pass
+
+
 def test_two_threads_saving_one_folder_never_mix(fits, tmp_path):
     """Before: the lock counted any thread of the process as its owner, and both threads shared
     one staging folder: raw FileNotFoundError, or a folder that did not load."""

@@ -191,6 +191,8 @@ def _check_shapes(arrays: dict[str, np.ndarray], path: pathlib.Path) -> None:
             )
     if not problems and len({m.shape[0] for m in masks}) != 1:
         problems.append(f"the masks hold different numbers of splits: {[m.shape for m in masks]}")
+    if not problems and masks[0].shape[0] == 0:
+        problems.append("the masks hold no split (their first axis, the splits, is empty)")
     if problems:
         raise DataError(f"{path} is not of the benchmark's format: " + "; ".join(problems) + ".")
 

@@ -163,9 +163,9 @@ class FolderLock:
             if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a FIFO, a hard link, ...
                 os.close(fd)
                 raise CheckpointError(
-                    f"{self.path}, where the {self.what}'s lock file goes, is not a plain file of "
-                    f"its own (a hard link or a special file): remove it (nothing was written to "
-                    f"it)."
+                    f"{self.path}, where the {self.what}'s lock file goes, is "
+                    f"{_not_a_plain_file(info)}, not a plain file of its own: remove it (nothing "
+                    f"was written to it)."
                 )
             try:
                 same = os.stat(self.path).st_ino == info.st_ino
@@ -243,6 +243,15 @@ def staging_folder(folder: str | os.PathLike) -> pathlib.Path:
             f"cannot write to {folder} ({err.strerror or err}): choose a writable folder."
         ) from None
     return staging
+
+
+def _not_a_plain_file(info: os.stat_result) -> str:
+    """What a path that should be a plain file of its own is instead, in words."""
+    if stat.S_ISREG(info.st_mode):
+        return f"a file with {info.st_nlink} names (hard links)"
+    kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
+    return next((name for test, name in kinds if test(info.st_mode)), "a special file")
 
 
 def _alive(pid: str) -> bool:

@@ -197,9 +197,17 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         raise CheckpointError(f"{folder}/dataset.npz does not match fit.json: save again.")
     try:
         with np.load(io.BytesIO(blobs["snapshots.npz"])) as z:
-            leaves = [z[f"arr_{i}"] for i in range(meta["num_leaves"])]
+            held = len(z.files)
+            leaves = [z[f"arr_{i}"] for i in range(min(meta["num_leaves"], held))]
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/snapshots.npz is damaged ({err}): save again.") from None
+    if held != meta["num_leaves"]:
+        # With a manifest, snapshots.npz matched its checksum: fit.json is what was changed.
+        culprit = "fit.json was edited" if "files" in meta else "one of the two was changed"
+        raise CheckpointError(
+            f"{folder}/fit.json says the snapshots hold {meta['num_leaves']} arrays but "
+            f"snapshots.npz holds {held}: {culprit}; save the fit again."
+        )
     return meta, record, ds, leaves
 
 
