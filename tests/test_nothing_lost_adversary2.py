@@ -187,6 +187,19 @@ def test_a_lock_deleted_mid_run_saves_the_result_elsewhere(fits, tmp_path):
     assert pg.load(rescued).record["seed"] == 0
 
 
+def test_the_rescue_of_out_dot_sits_beside_the_folder_named_after_it(fits, tmp_path, monkeypatch):
+    """Before: `--out .` put the rescue in the parent as a hidden ".rescued-*" folder."""
+    out = tmp_path / "here"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    with outputs.FolderLock("."):
+        outputs.lock_path(".").unlink()
+        with pytest.raises(pg.CheckpointError, match="here.rescued-"):
+            fits[1][0].save(".")
+    (rescued,) = tmp_path.glob("here.rescued-*")
+    assert pg.load(rescued).record["seed"] == 0
+
+
 # --- a third pass ---------------------------------------------------------------------------------
 
 
@@ -252,3 +265,32 @@ def test_reproduce_keeps_a_users_file_beside_a_fresh_run(tmp_path):
     config = dataclasses.replace(pg.Config.tiny(epochs=2), depth=1)
     runs.run_or_load(tmp_path / "run", _toy(), config, "gcn", 1)
     assert (tmp_path / "run" / "dataset.npz").read_text() == "mine"
+
+
+def test_a_checkpoint_folder_whose_lock_is_deleted_mid_run_moves_the_checkpoints(
+    tmp_path, monkeypatch, capsys
+):
+    """Before: the run went on saving into a folder another run could now take as well."""
+    from policy_gnn_jax.runtime import checkpoint
+
+    ckpt = tmp_path / "ck"
+    real_save = checkpoint.Checkpointer.save
+    calls = []
+
+    def save_then_lose_the_lock(self, *args):
+        real_save(self, *args)
+        calls.append(self.directory)
+        if len(calls) == 1:
+            outputs.lock_path(ckpt).unlink()  # by hand, while the run holds it
+
+    monkeypatch.setattr(checkpoint.Checkpointer, "save", save_then_lose_the_lock)
+    config = pg.Config.tiny(num_episodes=3, episodes_per_call=1)
+    fit_args = dict(seeds=1, progress=False, checkpoint_every=1)
+    pg.fit(_toy(), config, checkpoint_dir=ckpt, **fit_args)
+    (rescued,) = tmp_path.glob("ck.rescued-*")
+    assert calls[0] == ckpt.absolute() and set(calls[1:]) == {rescued}
+    assert "checkpoints go to" in capsys.readouterr().err
+    assert sorted(p.name for p in ckpt.iterdir() if p.name.isdigit()) == ["1"]  # left as it was
+    monkeypatch.undo()
+    pg.fit(_toy(), config, checkpoint_dir=rescued, **fit_args)
+    assert "already done" in capsys.readouterr().out

@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import signal
+import sys
 import tempfile
 import threading
 
@@ -139,25 +140,47 @@ class Checkpointer:
     def __init__(self, directory: str | os.PathLike, fingerprint: str):
         import orbax.checkpoint as ocp  # heavy import: only when checkpoints are asked for
 
-        from policy_gnn_jax.runtime.outputs import FolderLock
-
         self._ocp = ocp
         self._kill_after = _kill_after_saves()
-        self.directory = pathlib.Path(directory).absolute()
+        self.fingerprint = fingerprint
+        self._open(pathlib.Path(directory).absolute())
+        self._saves = 0
+
+    def _open(self, directory: pathlib.Path) -> None:
+        """Locks `directory` and opens its checkpoint manager."""
+        from policy_gnn_jax.runtime.outputs import FolderLock
+
+        self.directory = directory
         # One run at a time writes a checkpoint folder: a second one is refused, naming the first.
         self._lock = FolderLock(self.directory, "checkpoint folder").__enter__()
         try:
             _check_is_checkpoint_folder(self.directory)
             check_writable_dir(self.directory, "checkpoint folder")
-            self.fingerprint = fingerprint
-            options = ocp.CheckpointManagerOptions(
+            options = self._ocp.CheckpointManagerOptions(
                 max_to_keep=2, enable_async_checkpointing=False, create=True
             )
-            self._manager = ocp.CheckpointManager(self.directory, options=options)
+            self._manager = self._ocp.CheckpointManager(self.directory, options=options)
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
-        self._saves = 0
+
+    def _move_if_lock_lost(self) -> None:
+        """If this folder's lock file was deleted while the run held it, another run may now
+        write there: the run's next checkpoints go to a new `<folder>.rescued-*` beside it."""
+        from policy_gnn_jax.runtime.outputs import new_folder
+
+        if self._lock.still_held():
+            return
+        old = self.directory
+        self.close()
+        self._open(new_folder(old.parent, f"{old.name}.rescued"))
+        print(
+            f"warning: the lock file of {old} was removed while this run held it, so another run "
+            f"may write there: this run's checkpoints go to {self.directory} from now on "
+            f"(resume with --checkpoint-dir {self.directory}).",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def restore(self, state_like, metrics_like_fn):
         """Returns (chunks_done, units_done, state, metrics) of the latest checkpoint, or None.
@@ -210,6 +233,7 @@ class Checkpointer:
         )
 
     def save(self, chunks_done: int, units_done: int, state, metrics) -> None:
+        self._move_if_lock_lost()
         ocp = self._ocp
         run = {"state": keys_to_data(state), "metrics": metrics}
         meta = {

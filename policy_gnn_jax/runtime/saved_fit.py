@@ -131,7 +131,9 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
         outputs.check_no_result(folder, overwrite, "overwrite=True")  # after the rescue check
     with outputs.FolderLock(folder, "output folder") as lock:
         if not lock.still_held():  # its lock file was deleted mid-run: another run may write here
-            rescue = outputs.new_folder(folder.absolute().parent, f"{folder.name}.rescued")
+            # Resolved first: `--out .` or `..` has no name of its own to put the rescue beside.
+            where = folder.resolve()
+            rescue = outputs.new_folder(where.parent, f"{where.name}.rescued")
             write(rescue, record, ds, leaves, meta, overwrite=False)
             raise CheckpointError(
                 f"the lock file of {folder} was removed while this run held it, so another run "
