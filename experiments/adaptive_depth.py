@@ -86,6 +86,16 @@ def _entry(name, backbone, method, record_or_row, depth=None) -> dict:
     return entry
 
 
+def _mismatch(record, backbone: str, seeds: int) -> str | None:
+    """Why a cached record is not a row of this table (None: it is)."""
+    ran = record.get("config", {}).get("backbone") if isinstance(record, dict) else None
+    if ran != backbone:
+        return f"ran the {ran} backbone, not {backbone}"
+    if record.get("seeds") != seeds:
+        return f"has {record.get('seeds')} seeds, not {seeds}: run it again with --seeds {seeds}"
+    return None
+
+
 def results(args) -> None:
     """Policy-GNN+ (the validation-chosen switches) with --seeds seeds on each backbone, and the
     rows the issue asks for, into --results-json; a figure of the chosen depths."""
@@ -106,10 +116,15 @@ def results(args) -> None:
             folder = "reproduce" if backbone == "gcn" else f"reproduce-{backbone}"
             for method in ("policy-gnn", "random"):
                 path = pathlib.Path("results") / folder / name / method / "results.json"
-                if path.exists():
-                    entries.append(_entry(name, backbone, method, checkpoint.read_json(path)))
-                else:
+                if not path.exists():
                     missing.append(f"{name}/{backbone}/{method}: no {path}")
+                    continue
+                record = checkpoint.read_json(path)
+                mismatch = _mismatch(record, backbone, args.seeds)
+                if mismatch:  # another preset or seed count ran there last: not this table's
+                    missing.append(f"{name}/{backbone}/{method}: {path} {mismatch}")
+                else:
+                    entries.append(_entry(name, backbone, method, record))
             analysis = headroom.get(backbone, {}).get(name)
             if analysis is None:
                 missing.append(f"{name}/{backbone}: no headroom analysis")

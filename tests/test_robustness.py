@@ -314,3 +314,16 @@ def test_backbone_too_shallow_for_the_policy_is_refused(small_dataset, small_gra
 def test_config_replace_is_validated():
     with pytest.raises(pg.ConfigError):
         dataclasses.replace(pg.Config.tiny(), dropout=1.0)
+
+
+def test_the_adaptive_depth_table_takes_only_runs_of_its_backbone_and_seed_count(
+    adaptive_depth_module,
+):
+    """Before: `results` read whatever preset or seed count had run last in the cache."""
+    mismatch = adaptive_depth_module._mismatch
+    record = {"config": {"backbone": "gcn"}, "seeds": 10}
+    assert mismatch(record, "gcn", 10) is None
+    assert "3 seeds, not 10" in mismatch({**record, "seeds": 3}, "gcn", 10)
+    assert "gcn-readout backbone" in mismatch(
+        {**record, "config": {"backbone": "gcn-readout"}}, "gcn", 10
+    )
