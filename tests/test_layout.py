@@ -14,6 +14,7 @@ PACKAGE = ROOT / "policy_gnn_jax"
 LAYERS = {
     "config": 0,
     "treeutil": 0,
+    "metrics": 0,
     "data": 0,
     "graph": 1,
     "runtime": 1,
