@@ -60,6 +60,7 @@ def parse_args(argv=None):
     p.add_argument("--sizes", type=int, nargs="*", default=[], help="csbm sizes: compile time")
     p.add_argument("--inline-up-to", type=int, default=100_000,
                    help="also compile with the graph inlined up to this many nodes")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--out", default="results/bench_compile.json")
     return p.parse_args(argv)
 
@@ -127,8 +128,14 @@ def main(argv=None) -> int:
 
 def run(args) -> dict:
     require_at_least_one(seeds=args.seeds, episodes=args.episodes)
+    if not args.settings and not args.sizes:
+        raise config_lib.ConfigError("nothing to run: name --settings, or --sizes, or both.")
     out = pathlib.Path(args.out)
     checkpoint.check_writable_file(out)
+    if out.exists() and not args.overwrite:  # a benchmark's result is never replaced unasked
+        raise config_lib.ConfigError(
+            f"{out} exists: pass --overwrite to replace it, or another --out."
+        )
     device = jax.devices()[0].device_kind
     result = {"dataset": args.dataset, "seeds": args.seeds, "episodes": args.episodes,
               "device": device, "backend": jax.default_backend(), "settings": [],

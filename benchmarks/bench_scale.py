@@ -53,6 +53,7 @@ def parse_args(argv=None):
         choices=["vmap", "map"],
         help="map: the seed runs unbatched, so steps with no full buffer skip the backbone step",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--out", default="results/bench_scale.json")
     return p.parse_args(argv)
 
@@ -121,7 +122,11 @@ def run(args) -> None:
         full_episodes=args.full_episodes,
     )
     out = pathlib.Path(args.out)
-    checkpoint.check_writable_file(out)  # a folder or an unwritable place: refused now
+    checkpoint.check_writable_file(out)
+    if out.exists() and not args.overwrite:  # a benchmark's result is never replaced unasked
+        raise config_lib.ConfigError(
+            f"{out} exists: pass --overwrite to replace it, or another --out."
+        )  # a folder or an unwritable place: refused now
     rows = []
     for n in sorted(args.sizes):
         ds, g, build_s = make_graph(n, args)

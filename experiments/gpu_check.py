@@ -29,6 +29,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -158,16 +159,37 @@ def json_step(argv: list[str], timeout: float, out: pathlib.Path) -> dict:
     return result
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, raised like a Ctrl-C so that the running step's process is killed too."""
+
+
+def _stop(signum, frame):
+    raise Stopped()
+
+
 def main(argv=None) -> int:
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as stop:  # subprocess.run has killed the step's process
+        print("error: interrupted; the steps that had finished, if any, are in the report.",
+              file=sys.stderr)  # fmt: skip
+        return 143 if isinstance(stop, Stopped) else 130
+
+
+def _main(argv=None) -> int:
     args = parse_args(argv)
     if args.episodes < 1 or args.seeds < 1:
         print("error: --episodes and --seeds must be >= 1.", file=sys.stderr)
         return 2
+    if args.out is not None and not args.out.strip():
+        print("error: --out is empty: name the report's file.", file=sys.stderr)
+        return 2
     backend, kind = device_name()
     out = pathlib.Path(args.out or ROOT / "docs" / "results" / f"gpu_check_{slug(kind)}.json")
-    if out.exists() and not args.overwrite:
-        print(f"error: {out} exists: pass --overwrite to replace it, or another --out.",
-              file=sys.stderr)  # fmt: skip
+    problem = _unwritable(out, args.overwrite)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     print(f"gpu check on {kind} ({backend}); budget {args.budget_s:.0f} s", flush=True)
     report = {"backend": backend, "device": kind, "args": vars(args), "steps": {}}
@@ -187,6 +209,22 @@ def main(argv=None) -> int:
     write(out, report)
     print(f"report: {out}")
     return 0
+
+
+def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
+    """Why the report cannot be written at `out` (None: it can), found before any step runs."""
+    if out.is_dir():
+        return f"--out {out} is a folder: name a file."
+    if out.exists() and not overwrite:
+        return f"{out} exists: pass --overwrite to replace it, or another --out."
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(out.name + f".probe{os.getpid()}")
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        return f"cannot write {out} ({err.strerror or err}): choose a writable --out."
+    return None
 
 
 def summary_line(name: str, result: dict) -> str:

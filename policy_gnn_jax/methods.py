@@ -152,12 +152,19 @@ _MDP = dict(
     engine=_mdp_engine,
     uses_eval_keys=True,
     takes_agent=True,
-    ignores=frozenset(("depth", "epochs", *_PLUS_FIELDS)),
+    # random_policy: each MDP method sets it (`prepare`), whatever the config said.
+    ignores=frozenset(("depth", "epochs", "random_policy", *_PLUS_FIELDS)),
 )
 POLICY_GNN = register(
     Method(name="policy-gnn", prepare=functools.partial(_with_policy, False), **_MDP)
 )
-RANDOM = register(Method(name="random", prepare=functools.partial(_with_policy, True), **_MDP))
+RANDOM = register(
+    Method(
+        name="random",
+        prepare=functools.partial(_with_policy, True),
+        **{**_MDP, "ignores": _MDP["ignores"] | set(config_lib.SECTIONS["agent"])},
+    )
+)
 
 
 # One depth for every node.
@@ -191,7 +198,8 @@ FIXED_DEPTH = register(
         depth_fn=_fixed_depth_fn,
         record_fields=_fixed_record_fields,
         label=lambda config: f"gcn depth {config.depth}",
-        ignores=frozenset((*MDP_ONLY_FIELDS, *_PLUS_FIELDS)),
+        # The depth range is the policies'; the baseline trains `depth` alone.
+        ignores=frozenset(("min_depth", "max_depth", *MDP_ONLY_FIELDS, *_PLUS_FIELDS)),
     )
 )
 

@@ -209,3 +209,34 @@ def test_huge_features_are_named_when_training_diverges():
     ds = _build(features=features)
     with pytest.raises(pg.DivergenceError, match="features"):
         pg.fit(ds, pg.Config.tiny(epochs=3), method="gcn", seeds=1, progress=False)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(source=None), "source must be a string"),
+        (dict(split="x"), "split must be None or a whole number"),
+        (dict(split=-5), "split must be None or a whole number"),
+        (dict(split=2.5), "split must be None or a whole number"),
+        (dict(name=None), "name must be a non-empty string"),
+    ],
+)
+def test_a_dataset_description_that_cannot_be_saved_is_refused_up_front(change, message):
+    """Before: such a dataset trained and saved, then its fit would not load (or the record
+    could not be written after training)."""
+    import dataclasses
+
+    with pytest.raises(pg.InvalidDatasetError, match=message):
+        dataclasses.replace(_build(), **change)
+
+
+def test_a_numpy_split_and_a_path_source_round_trip_through_a_saved_fit(tmp_path):
+    import dataclasses
+    import pathlib
+
+    ds = dataclasses.replace(_build(), split=np.int64(3), source=pathlib.Path(tmp_path))
+    fit = pg.fit(ds, pg.Config.tiny(epochs=1), method="gcn", seeds=1, progress=False)
+    assert (fit.record["split"], fit.record["data_source"]) == (3, str(tmp_path))
+    fit.save(tmp_path / "f")
+    loaded = pg.load(tmp_path / "f")
+    assert (loaded.dataset.split, loaded.dataset.source) == (3, str(tmp_path))

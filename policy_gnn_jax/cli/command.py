@@ -99,30 +99,31 @@ def _check_paths(args) -> None:
 
 
 def _warn_unused_flags(args) -> None:
-    """A flag the chosen method never reads is said, not silently dropped."""
-    fixed = methods.get(args.method) is methods.FIXED_DEPTH
-    unused = (
-        [("--episodes", args.episodes != 1000), ("--depths", args.depths is not None)]
-        + [("--engine", args.engine != "auto"), ("--audit", args.audit)]
-        if fixed
-        else [("--depth", args.depth is not None)]
+    """A flag or `--set` field the chosen method never reads (`Method.ignores`) is said, not
+    silently dropped."""
+    ignores = methods.get(args.method).ignores
+    flags = (
+        ("--episodes", "num_episodes", args.episodes != 1000),
+        ("--depths", "min_depth", args.depths is not None),
+        ("--engine", "engine", args.engine != "auto"),
+        ("--audit", "audit", args.audit),
+        ("--depth", "depth", args.depth is not None),
+        ("--epochs", "epochs", args.epochs is not None),
     )
+    for flag, field, given in flags:
+        if given and field in ignores:
+            print(f"warning: {flag} is not used by --method {args.method}.", file=sys.stderr)
     splits = args.dataset.lower() in data.HETEROPHILY_NAMES or args.dataset.endswith(".npz")
     if args.split != 0 and not splits:
         print(
             f"warning: --split is not used by --dataset {args.dataset} (one split).",
             file=sys.stderr,
         )
-    if not fixed and methods.get(args.method).name != "policy-gnn-plus":
-        unused.append(("--epochs", args.epochs is not None))
-    for flag, given in unused:
-        if given:
-            print(f"warning: {flag} is not used by --method {args.method}.", file=sys.stderr)
     try:
         overrides = config_lib.parse_overrides(args.set or [])
     except config_lib.ConfigError:
         return  # refused with its own message when the config is built
-    for field in sorted(set(overrides) & methods.get(args.method).ignores):
+    for field in sorted(set(overrides) & ignores):
         print(f"warning: --set {field} is not used by --method {args.method}.", file=sys.stderr)
 
 
@@ -191,7 +192,11 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt as stop:  # a long command line takes a while to read
+        print("error: interrupted while reading the arguments; nothing was run.", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
     out, made_out = None, False
     try:
         if not args.show_config:  # which needs no device

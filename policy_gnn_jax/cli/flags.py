@@ -88,7 +88,7 @@ EPILOG = """\
 Config fields by section (--show-config prints their values; docs/usage.md explains each):
 {sections}
 Generated graphs: --csbm-nodes, --csbm-homophily, --csbm-seed, --csbm-features, --csbm-degree.
-Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (5).
+Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (10).
 """
 
 

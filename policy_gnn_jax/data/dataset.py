@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,6 +59,11 @@ class Dataset:
     split: int | None = None
 
     def __post_init__(self):
+        # A path for the source and a numpy integer for the split are what they stand for.
+        if isinstance(self.source, os.PathLike):
+            object.__setattr__(self, "source", os.fspath(self.source))
+        if isinstance(self.split, np.integer):
+            object.__setattr__(self, "split", int(self.split))
         validate(self)
 
     @property
@@ -119,6 +125,7 @@ def _fail(problem: str, fix: str):
 
 def validate(ds: Dataset) -> None:
     """Checks every invariant the model relies on; raises InvalidDatasetError naming the fix."""
+    _check_description(ds)
     if not sp.isspmatrix_csr(ds.features) or ds.features.dtype != np.float32:
         _fail(
             f"features must be a float32 scipy CSR matrix, got {type(ds.features).__name__} "
@@ -135,6 +142,23 @@ def validate(ds: Dataset) -> None:
     _check_labels(ds.labels, n, ds.num_classes)
     _check_edges(ds.edges, n)
     _check_splits(ds, n)
+
+
+def _check_description(ds) -> None:
+    """The name, source and split go into results.json and a saved fit: text and a whole number."""
+    if not isinstance(ds.name, str) or not ds.name:
+        _fail(f"name must be a non-empty string, got {ds.name!r}.", "Name the dataset.")
+    if not isinstance(ds.source, str):
+        _fail(
+            f"source must be a string (the folder read from), got {ds.source!r}.",
+            'Pass a path, or "" for a graph built in memory.',
+        )
+    split = ds.split
+    if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 0):
+        _fail(
+            f"split must be None or a whole number >= 0, got {split!r}.",
+            "Pass the index of the benchmark's fixed split, or None where it has one.",
+        )
 
 
 def _check_labels(labels, n, num_classes):

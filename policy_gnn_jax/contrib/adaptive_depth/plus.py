@@ -313,6 +313,6 @@ METHOD = methods.register(
         record_fields=record_fields,
         hints=_hints,
         takes_backbone=False,
-        ignores=frozenset(("depth", *methods.MDP_ONLY_FIELDS)),
+        ignores=frozenset(("depth", "random_policy", *methods.MDP_ONLY_FIELDS)),
     )
 )
