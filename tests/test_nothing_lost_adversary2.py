@@ -89,7 +89,10 @@ def test_a_signal_during_the_final_save_lands_after_it(fits, tmp_path, monkeypat
 
     def replace_with_a_signal(src, dst):
         if ".staging-" not in str(dst):  # a rename into the final folder: mid-publish
-            os.kill(os.getpid(), signal.SIGINT)
+            # raise_signal, not os.kill: the kernel may hand os.kill's signal to any thread, and
+            # in the whole suite's long-lived process (XLA's threads) its handler was seen to
+            # run only after the block; this checks the deferral itself, in the main thread.
+            signal.raise_signal(signal.SIGINT)
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace_with_a_signal)
