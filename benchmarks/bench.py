@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import sys
 import time
 
 import jax
@@ -214,7 +213,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--skip-kernels", action="store_true", help="leave out the kernels section")
     p.add_argument("--skip-backbones", action="store_true", help="leave out the backbones section")
-    return cli.exit_status(run, p.parse_args(argv))
+    return cli.exit_status(run, p.parse_args(argv), saves=False)
 
 
 def run(args) -> None:
@@ -226,4 +225,4 @@ def run(args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.finish(main())

@@ -26,14 +26,13 @@ import contextlib
 import functools
 import json
 import pathlib
-import sys
 import time
 
 import jax
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph
-from policy_gnn_jax.cli import exit_status, require_at_least_one
+from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.mdp import loop
 from policy_gnn_jax.runtime import checkpoint, compilation, runner
 
@@ -123,7 +122,7 @@ def compile_time(num_nodes: int, lift: bool) -> float:
 
 
 def main(argv=None) -> int:
-    return exit_status(run, parse_args(argv))
+    return exit_status(run, parse_args(argv), saves=False)
 
 
 def run(args) -> dict:
@@ -177,4 +176,4 @@ def run(args) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

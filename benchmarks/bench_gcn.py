@@ -10,7 +10,6 @@ or jax.experimental.sparse BCSR. Prints medians and ratios to the library's form
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import jax
@@ -68,7 +67,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--repeats", type=int, default=30)
-    return cli.exit_status(run, p.parse_args(argv))
+    return cli.exit_status(run, p.parse_args(argv), saves=False)
 
 
 def run(args) -> None:
@@ -110,4 +109,4 @@ def run(args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.finish(main())

@@ -22,7 +22,6 @@ import functools
 import json
 import pathlib
 import resource
-import sys
 import time
 
 import jax
@@ -30,7 +29,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph
-from policy_gnn_jax.cli import exit_status, require_at_least_one, tune_malloc
+from policy_gnn_jax.cli import exit_status, finish, require_at_least_one, tune_malloc
 from policy_gnn_jax.mdp import loop
 from policy_gnn_jax.runtime import checkpoint, compilation, runner
 
@@ -111,7 +110,7 @@ def time_engine(ds, g, engine: str, episodes: int, args) -> dict:
 
 def main(argv=None) -> int:
     tune_malloc()
-    return exit_status(run, parse_args(argv))
+    return exit_status(run, parse_args(argv), saves=False)
 
 
 def run(args) -> None:
@@ -185,4 +184,4 @@ def _row(rows, n, engine):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

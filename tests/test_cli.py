@@ -140,3 +140,17 @@ def test_a_ctrl_c_while_the_command_starts_is_one_line(command, delay, tmp_path)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-2000:]
+
+
+def test_a_script_stopped_by_a_signal_says_so_in_one_line(capsys):
+    """Before: SIGTERM ended the benchmarks with no line, and every script claimed that runs
+    "saved before it are kept", which benchmarks do not do."""
+    from policy_gnn_jax.runtime import runner
+
+    def stopped(error):
+        raise error
+
+    assert cli.exit_status(stopped, KeyboardInterrupt(), saves=False) == 130
+    assert capsys.readouterr().err == "error: interrupted.\n"
+    assert cli.exit_status(stopped, runner.Terminated()) == 143
+    assert "kept and reused" in capsys.readouterr().err

@@ -37,18 +37,38 @@ def require_at_least_one(**counts: int) -> None:
             raise config_lib.ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
 
 
-def exit_status(command, *args) -> int:
+def exit_status(command, *args, saves: bool = True) -> int:
     """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
-    input is bad (the policy-gnn command's convention)."""
+    input is bad (the policy-gnn command's convention), 130 / 143 after one line for a Ctrl-C /
+    SIGTERM. `saves`: whether the script keeps runs it finished (the message says so)."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _stop)  # SIGTERM as one line too, not silence
     try:
         command(*args)
     except INPUT_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted; runs saved before it are kept and reused.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        kept = "; runs saved before it are kept and reused" if saves else ""
+        print(f"error: interrupted{kept}.", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        runner.clear_stop()
     return 0
+
+
+def finish(code: int) -> None:
+    """A script's exit. After a signal it leaves at once (os._exit): XLA may still be compiling
+    on its own threads, and tearing the interpreter down under them crashed (SIGSEGV) after the
+    `error:` line. Nothing is left to save by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code in (130, 143):
+        os._exit(code)
+    sys.exit(code)
 
 
 def tune_malloc() -> None:
