@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
@@ -182,6 +183,10 @@ def _main(argv=None) -> int:
     if args.episodes < 1 or args.seeds < 1:
         print("error: --episodes and --seeds must be >= 1.", file=sys.stderr)
         return 2
+    if not (math.isfinite(args.budget_s) and args.budget_s > 0):
+        print(f"error: --budget-s must be a number of seconds > 0, got {args.budget_s}.",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.out is not None and not args.out.strip():
         print("error: --out is empty: name the report's file.", file=sys.stderr)
         return 2
@@ -205,10 +210,23 @@ def _main(argv=None) -> int:
             report["steps"][name] = step(min(limit, left))
             print(summary_line(name, report["steps"][name]), flush=True)
             write(out, report)
+            refused = _refused_input(report["steps"][name])
+            if refused:  # the same input would be refused by every later step
+                print(f"error: {refused}", file=sys.stderr)
+                return 2
     report["seconds"] = time.perf_counter() - start
     write(out, report)
     print(f"report: {out}")
     return 0
+
+
+def _refused_input(result: dict) -> str | None:
+    """The `error:` line of a step's command that refused its input (exit 2), if one did."""
+    for run in result.get("runs", [result]):
+        if run.get("rc") == 2:
+            lines = [x for x in run.get("tail", "").splitlines() if x.startswith("error: ")]
+            return lines[-1].removeprefix("error: ") if lines else "a step refused its input"
+    return None
 
 
 def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:

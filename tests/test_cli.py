@@ -154,3 +154,22 @@ def test_a_script_stopped_by_a_signal_says_so_in_one_line(capsys):
     assert capsys.readouterr().err == "error: interrupted.\n"
     assert cli.exit_status(stopped, runner.Terminated()) == 143
     assert "kept and reused" in capsys.readouterr().err
+
+
+def test_a_signal_inside_a_garbage_collection_callback_is_noted_not_raised():
+    """Before: raised there, it was printed as "Exception ignored in _xla_gc_callback" with a
+    traceback before the one-line error."""
+    import signal
+    import types
+
+    from policy_gnn_jax.cli import command
+    from policy_gnn_jax.runtime import runner
+
+    frame = types.SimpleNamespace(f_code=types.SimpleNamespace(co_name="_xla_gc_callback"))
+    try:
+        command._stop(signal.SIGINT, frame)  # returns: nothing raised
+        assert runner.stop_requested() == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            runner._stop_if_requested()  # the runner's next check raises it
+    finally:
+        runner.clear_stop()

@@ -194,6 +194,12 @@ Terminated = runner.Terminated
 
 
 def _stop(signum, frame):
+    # Inside a garbage-collection callback (JAX runs one) a raised exception is printed as
+    # "Exception ignored in ..." with a traceback and dropped: note the stop instead; the runner
+    # raises it at its next check, and `main` reports one that came too late for any check.
+    if frame is not None and frame.f_code.co_name == "_xla_gc_callback":
+        runner.note_stop(signum)
+        return
     runner.request_stop(signum)
 
 
@@ -204,7 +210,12 @@ def main(argv=None) -> int:
         runner.clear_stop()
         handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return _main(argv)
+        code = _main(argv)
+        if code == 0 and runner.stop_requested() is not None:  # noted after the last check
+            print("error: interrupted after the result was saved; it is complete.",
+                  file=sys.stderr)  # fmt: skip
+            return 143 if runner.stop_requested() == signal.SIGTERM else 130
+        return code
     finally:
         for s, handler in handlers.items():  # a caller in the same process keeps its own
             signal.signal(s, handler)
@@ -212,6 +223,10 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
+    if isinstance(argv, str | bytes):  # argparse would read it letter by letter
+        print(f"error: argv must be a list of arguments, got the string {argv!r}: use "
+              f"{argv.split()!r}.", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         args = build_parser().parse_args(argv)
     except KeyboardInterrupt as stop:  # a long command line takes a while to read

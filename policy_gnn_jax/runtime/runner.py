@@ -46,6 +46,17 @@ def request_stop(signum: int) -> None:
     raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
+def note_stop(signum: int) -> None:
+    """Remember a stop without raising (where a raise would be lost); `_stop_if_requested`
+    raises it at the runner's next check."""
+    global _stop_requested
+    _stop_requested = signum
+
+
+def stop_requested() -> int | None:
+    return _stop_requested
+
+
 def clear_stop() -> None:
     global _stop_requested
     _stop_requested = None
