@@ -100,7 +100,8 @@ def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str)
                 "--no-progress", "--out", str(out), *extra]  # fmt: skip
         runs.append(run_step(argv, timeout / 2))
         path = out / "results.json"
-        records.append(json.loads(path.read_text()) if path.is_file() else None)
+        # Only a run that succeeded: never a file an earlier run left there.
+        records.append(json.loads(path.read_text()) if runs[-1]["rc"] == 0 else None)
     result = {"runs": runs}
     if None in records:
         return {**result, "identical": None, "note": "a run did not finish"}
@@ -182,6 +183,9 @@ def _main(argv=None) -> int:
     args = parse_args(argv)
     if args.episodes < 1 or args.seeds < 1:
         print("error: --episodes and --seeds must be >= 1.", file=sys.stderr)
+        return 2
+    if len(set(args.steps)) != len(args.steps):
+        print("error: --steps names a step twice: name each once.", file=sys.stderr)
         return 2
     if not (math.isfinite(args.budget_s) and args.budget_s > 0):
         print(f"error: --budget-s must be a number of seconds > 0, got {args.budget_s}.",

@@ -18,6 +18,7 @@ Layers (imports flow one way, left to right):
 """
 
 import importlib
+import threading
 
 # name -> (module, attribute; None: the module itself). Imported on first use, so `import
 # policy_gnn_jax.cli` starts without JAX and the command can catch a Ctrl-C while it loads.
@@ -49,11 +50,16 @@ _EXPORTS = {
 }
 
 
+# JAX's own imports are not safe from several threads at once: first uses take turns.
+_IMPORTING = threading.RLock()
+
+
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'policy_gnn_jax' has no attribute {name!r}")
     module, attribute = _EXPORTS[name]
-    value = importlib.import_module(module)
+    with _IMPORTING:
+        value = importlib.import_module(module)
     value = value if attribute is None else getattr(value, attribute)
     globals()[name] = value  # the next lookup is a plain attribute
     return value

@@ -22,8 +22,22 @@ def roc_auc(scores: jax.Array, positive: jax.Array, counted: jax.Array) -> jax.A
 
     Returns:
       A float32 scalar in [0, 1]; 0.5 when the counted nodes hold no positive or no negative
-      (no pair to rank).
+      (no pair to rank); NaN when a counted score is NaN (a diverged model ranks nothing).
+
+    Raises:
+      TypeError: `positive` or `counted` not bool (class ids would silently count no
+        positive), or the three shapes differ.
     """
+    if positive.dtype != jnp.bool_ or counted.dtype != jnp.bool_:
+        raise TypeError(
+            f"positive and counted must be bool arrays, got {positive.dtype} and {counted.dtype}: "
+            f"pass labels == positive_class."
+        )
+    if not scores.shape == positive.shape == counted.shape:
+        raise TypeError(
+            f"scores, positive and counted must have one shape, got {scores.shape}, "
+            f"{positive.shape} and {counted.shape}."
+        )
     pos = counted & positive
     neg = counted & ~positive
     num_neg = neg.sum()
@@ -35,4 +49,5 @@ def roc_auc(scores: jax.Array, positive: jax.Array, counted: jax.Array) -> jax.A
     share = (below + at_or_below).astype(jnp.float32) / (2 * jnp.maximum(num_neg, 1))
     num_pos = pos.sum()
     auc = jnp.sum(jnp.where(pos, share, 0.0)) / jnp.maximum(num_pos, 1)
-    return jnp.where((num_pos > 0) & (num_neg > 0), auc, 0.5).astype(jnp.float32)
+    auc = jnp.where((num_pos > 0) & (num_neg > 0), auc, 0.5)
+    return jnp.where(jnp.any(counted & jnp.isnan(scores)), jnp.nan, auc).astype(jnp.float32)

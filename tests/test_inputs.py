@@ -219,6 +219,10 @@ def test_huge_features_are_named_when_training_diverges():
         (dict(split=-5), "split must be None or a whole number"),
         (dict(split=2.5), "split must be None or a whole number"),
         (dict(name=None), "name must be a non-empty string"),
+        (dict(name="\x00"), "name must be a non-empty string"),
+        (dict(name="cora\x00"), "name contains a NUL character"),
+        (dict(source="/tmp\x00"), "source contains a NUL character"),
+        (dict(split=2**70), "split must be None or a whole number"),
     ],
 )
 def test_a_dataset_description_that_cannot_be_saved_is_refused_up_front(change, message):

@@ -57,3 +57,18 @@ def test_roc_auc_runs_under_jit_and_vmap():
     for i in range(3):
         expected = pairwise_auc(np.asarray(scores[i]), np.asarray(positive[i]), np.ones(50, bool))
         assert float(batched[i]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_roc_auc_of_nan_scores_is_nan_and_wrong_inputs_are_refused():
+    """Before: a NaN score on a positive scored a perfect 1.0; class ids as `positive` found
+    no positive and said 0.5; shapes broadcast."""
+    positive = jnp.array([False, False, True, True])
+    counted = jnp.ones(4, bool)
+    assert np.isnan(float(metrics.roc_auc(jnp.array([0.1, 0.4, jnp.nan, 0.8]), positive, counted)))
+    assert np.isnan(float(metrics.roc_auc(jnp.full(4, jnp.nan), positive, counted)))
+    uncounted_nan = jnp.array([True, True, True, False])
+    assert float(metrics.roc_auc(jnp.array([0.1, 0.4, 0.8, jnp.nan]), positive, uncounted_nan)) == 1
+    with pytest.raises(TypeError, match="must be bool"):
+        metrics.roc_auc(jnp.arange(4.0), jnp.array([0, 0, 2, 2]), counted)
+    with pytest.raises(TypeError, match="one shape"):
+        metrics.roc_auc(jnp.arange(4.0), positive, jnp.ones(1, bool))

@@ -12,6 +12,8 @@ import importlib
 import signal
 import sys
 
+from policy_gnn_jax import _IMPORTING
+
 
 def launch() -> int:
     """The installed `policy-gnn` command: imports the command, then runs it.
@@ -36,4 +38,6 @@ def launch() -> int:
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
-    return getattr(importlib.import_module("policy_gnn_jax.cli.command"), name)
+    with _IMPORTING:  # JAX's imports are not safe from several threads at once
+        command = importlib.import_module("policy_gnn_jax.cli.command")
+    return getattr(command, name)

@@ -49,6 +49,9 @@ def exit_status(command, *args, saves: bool = True) -> int:
     except INPUT_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print("error: out of host memory: run something smaller.", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as stop:
         kept = "; runs saved before it are kept and reused" if saves else ""
         print(f"error: interrupted{kept}.", file=sys.stderr)

@@ -146,17 +146,22 @@ def validate(ds: Dataset) -> None:
 
 def _check_description(ds) -> None:
     """The name, source and split go into results.json and a saved fit: text and a whole number."""
-    if not isinstance(ds.name, str) or not ds.name:
+    if not isinstance(ds.name, str) or not ds.name.strip("\x00"):
         _fail(f"name must be a non-empty string, got {ds.name!r}.", "Name the dataset.")
     if not isinstance(ds.source, str):
         _fail(
             f"source must be a string (the folder read from), got {ds.source!r}.",
             'Pass a path, or "" for a graph built in memory.',
         )
+    for field in ("name", "source"):  # a saved fit's arrays cannot keep a NUL character
+        if "\x00" in getattr(ds, field):
+            _fail(f"{field} contains a NUL character: {getattr(ds, field)!r}.", "Remove it.")
     split = ds.split
-    if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 0):
+    if split is not None and (
+        isinstance(split, bool) or not isinstance(split, int) or not 0 <= split <= 2**31 - 1
+    ):
         _fail(
-            f"split must be None or a whole number >= 0, got {split!r}.",
+            f"split must be None or a whole number in 0..2**31-1, got {split!r}.",
             "Pass the index of the benchmark's fixed split, or None where it has one.",
         )
 
