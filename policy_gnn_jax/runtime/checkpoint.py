@@ -279,8 +279,12 @@ def signals_deferred():
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    if received:
-        signal.raise_signal(received[0])  # now, under the handlers the run had
+    if received:  # now, under the handlers the run had
+        handler = previous[received[0]]
+        if callable(handler):  # a Python handler: called here, whatever native code did since
+            handler(received[0], None)
+        else:
+            signal.raise_signal(received[0])
 
 
 def _kill_after_saves() -> int | None:
