@@ -12,8 +12,6 @@ import importlib
 import signal
 import sys
 
-from policy_gnn_jax import _IMPORTING
-
 
 def launch() -> int:
     """The installed `policy-gnn` command: imports the command, then runs it.
@@ -38,6 +36,8 @@ def launch() -> int:
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
-    with _IMPORTING:  # JAX's imports are not safe from several threads at once
+    # The package's import lock (the package is always imported before this module): JAX's
+    # imports are not safe from several threads at once.
+    with sys.modules["policy_gnn_jax"]._IMPORTING:
         command = importlib.import_module("policy_gnn_jax.cli.command")
     return getattr(command, name)
