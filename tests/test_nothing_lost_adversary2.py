@@ -82,6 +82,9 @@ def test_fit_save_refuses_a_checkpoint_folder(fits, tmp_path):
 
 SIGNAL_DURING_PUBLISH = """
 import os, signal, sys
+# A run whose Ctrl-C is handled: a child inherits an ignored SIGINT, and the whole suite's
+# process was seen to have one (a background shell job's is ignored too).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, sys.argv[2])
 import policy_gnn_jax as pg
 from test_nothing_lost_adversary import _toy
@@ -107,8 +110,8 @@ except KeyboardInterrupt:
 
 def test_a_signal_during_the_final_save_lands_after_it(tmp_path):
     """Before: a SIGTERM between the renames left results.json of one run beside
-    snapshots.npz of the other. Run in a fresh process, as a real run is: in the whole suite's
-    long-lived process a real signal was seen to reach no Python handler."""
+    snapshots.npz of the other. Run in a fresh process with SIGINT handled: late in the whole
+    suite SIGINT is ignored at the OS level, which a child inherits."""
     tests = str(pathlib.Path(__file__).parent)
     done = subprocess.run([sys.executable, "-c", SIGNAL_DURING_PUBLISH, str(tmp_path / "f"), tests],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
