@@ -130,11 +130,7 @@ def run(args) -> dict:
     if not args.settings and not args.sizes:
         raise config_lib.ConfigError("nothing to run: name --settings, or --sizes, or both.")
     out = pathlib.Path(args.out)
-    checkpoint.check_writable_file(out)
-    if out.exists() and not args.overwrite:  # a benchmark's result is never replaced unasked
-        raise config_lib.ConfigError(
-            f"{out} exists: pass --overwrite to replace it, or another --out."
-        )
+    checkpoint.check_writable_file(out, overwrite=args.overwrite)
     device = jax.devices()[0].device_kind
     result = {"dataset": args.dataset, "seeds": args.seeds, "episodes": args.episodes,
               "device": device, "backend": jax.default_backend(), "settings": [],

@@ -121,11 +121,8 @@ def run(args) -> None:
         full_episodes=args.full_episodes,
     )
     out = pathlib.Path(args.out)
-    checkpoint.check_writable_file(out)
-    if out.exists() and not args.overwrite:  # a benchmark's result is never replaced unasked
-        raise config_lib.ConfigError(
-            f"{out} exists: pass --overwrite to replace it, or another --out."
-        )  # a folder or an unwritable place: refused now
+    # A folder, an unwritable place or (without --overwrite) an earlier result: refused now.
+    checkpoint.check_writable_file(out, overwrite=args.overwrite)
     rows = []
     for n in sorted(args.sizes):
         ds, g, build_s = make_graph(n, args)

@@ -136,6 +136,7 @@ def fit(
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)
     ckpt = _checkpointer(checkpoint_dir, dataset, config, entry, seeds, seed, seed_mode,
                          backbone, agent)  # fmt: skip
+    options = _compiler_options(entry, config, g)
     start = time.perf_counter()
     try:
         state, metrics, results = runner.run_trainer(
@@ -148,14 +149,14 @@ def fit(
             checkpoint_every=checkpoint_every,
             devices=devices,
             seed_mode=seed_mode,
-            compiler_options=_compiler_options(entry, config, g),
+            compiler_options=options,
             matmul_precision=config.matmul_precision,
         )
     finally:
         if ckpt is not None:
             ckpt.close()
     run = (metrics, results, time.perf_counter() - start, seeds, seed, seed_mode)
-    record = _record(entry, dataset, config, g, *run)
+    record = _record(entry, dataset, config, g, options, *run)
     params, policy = trainer.selected(state)
     eval_keys = _eval_keys(entry, state)
     fitted = Fit(
@@ -183,7 +184,7 @@ def _hints(entry: methods.Method, config, ds: data.Dataset) -> dict:
     return hints
 
 
-def _record(entry: methods.Method, ds, config, g, metrics, results, wall, seeds, seed, seed_mode):
+def _record(entry, ds, config, g, options, metrics, results, wall, seeds, seed, seed_mode):
     """The results record of a finished run (`records.build` with the method's own fields)."""
     return records.build(
         ds,
@@ -198,7 +199,7 @@ def _record(entry: methods.Method, ds, config, g, metrics, results, wall, seeds,
         entry.engine(config, g),
         seed_mode,
         method_fields=entry.record_fields(config, metrics, results),
-        options=_compiler_options(entry, config, g),
+        options=options,
     )
 
 

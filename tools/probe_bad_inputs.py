@@ -1,6 +1,6 @@
 """Feed the project bad inputs and faults, as an adversarial user would, and tabulate the outcome.
 
-  python tools/probe_bad_inputs.py --data-dir ../shared/data/planetoid --out probes
+  python tools/probe_bad_inputs.py --data-dir PATH/TO/planetoid --out probes
 
 The probes are `tools/probes.py`'s table (the tests run the same table in process). Here each
 runs in a fresh process and is classified:

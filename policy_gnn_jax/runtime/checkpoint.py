@@ -100,11 +100,17 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
     return path
 
 
-def check_writable_file(path: str | os.PathLike, what: str = "output file") -> pathlib.Path:
-    """Proves `path` can be written (its folder made if needed) before any work is done."""
+def check_writable_file(
+    path: str | os.PathLike, what: str = "output file", overwrite: bool | None = None
+) -> pathlib.Path:
+    """Proves `path` can be written (its folder made if needed) before any work is done.
+    `overwrite=False`: an existing file is refused too (None: replacing it is the script's
+    documented behaviour)."""
     path = pathlib.Path(path)
     if path.is_dir():
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
+    if overwrite is False and path.exists():  # a result is never replaced unasked
+        raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
     check_writable_dir(path.parent, f"the folder for {what} {path.name},")
     return path
 

@@ -126,14 +126,12 @@ class Program:
         traced, self.constants = constants_as_arguments(
             with_matmul_precision(fn, precision), *example_args
         )
-        self.constant_bytes = sum(_nbytes(c) for c in self.constants)
+        self._traced = traced
         self._jitted = jax.jit(
             traced,
             compiler_options=options,
             donate_argnums=tuple(d + 1 for d in donate),
         )
-
-        self._traced = traced
 
     def __call__(self, *args):
         return self._jitted(self.constants, *args)

@@ -41,9 +41,8 @@ _stop_requested: int | None = None
 
 def request_stop(signum: int) -> None:
     """A signal handler's first act: remember the stop, then raise (see `_stop_requested`)."""
-    global _stop_requested
-    _stop_requested = signum
-    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    note_stop(signum)
+    _stop_if_requested()
 
 
 def note_stop(signum: int) -> None:
