@@ -134,7 +134,7 @@ def run(args) -> dict:
     device = jax.devices()[0].device_kind
     result = {"dataset": args.dataset, "seeds": args.seeds, "episodes": args.episodes,
               "device": device, "backend": jax.default_backend(), "settings": [],
-              "compile_by_size": []}  # fmt: skip
+              "compile_by_size": [], "complete": False}  # fmt: skip
     if args.settings:
         ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
         g = graph.from_dataset(ds)
@@ -166,6 +166,7 @@ def run(args) -> dict:
         ratio = sizes[-1]["compile_s_lifted"] / sizes[0]["compile_s_lifted"]
         result["compile_largest_over_smallest"] = ratio
         print(f"compile time, largest / smallest graph (lifted) = {ratio:.2f}x")
+    result["complete"] = True  # the rows written before a stop or timeout say False
     checkpoint.atomic_write_text(out, json.dumps(result, indent=2))
     print(f"results: {out}")
     return result

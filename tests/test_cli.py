@@ -167,7 +167,7 @@ def test_a_signal_inside_a_garbage_collection_callback_is_noted_not_raised():
 
     frame = types.SimpleNamespace(f_code=types.SimpleNamespace(co_name="_xla_gc_callback"))
     try:
-        command._stop(signal.SIGINT, frame)  # returns: nothing raised
+        command.stop_on_signal(signal.SIGINT, frame)  # returns: nothing raised
         assert runner.stop_requested() == signal.SIGINT
         with pytest.raises(KeyboardInterrupt):
             runner._stop_if_requested()  # the runner's next check raises it

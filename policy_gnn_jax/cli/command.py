@@ -11,7 +11,6 @@ Bad input of any kind ends with one line `error: ...` and exit status 2.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import pathlib
@@ -23,67 +22,19 @@ import jax
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.cli.flags import build_parser, config_from_args, show_config
+from policy_gnn_jax.cli.flags import build_parser, config_from_args, flag_fields, show_config
+from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
+    INPUT_ERRORS,
+    Terminated,
+    exit_now,
+    exit_status,
+    finish,
+    late_stop,
+    require_at_least_one,
+    stop_on_signal,
+    tune_malloc,
+)
 from policy_gnn_jax.runtime import checkpoint, outputs, runner
-
-# Everything that is the user's input going wrong (all exit 2 with one `error:` line).
-INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError)
-
-
-def require_at_least_one(**counts: int) -> None:
-    """Each named command-line count must be >= 1: `--seeds 0` is an error naming `--seeds`."""
-    for name, value in counts.items():
-        if value < 1:
-            raise config_lib.ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
-
-
-def exit_status(command, *args, saves: bool = True) -> int:
-    """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
-    input is bad (the policy-gnn command's convention), 130 / 143 after one line for a Ctrl-C /
-    SIGTERM. `saves`: whether the script keeps runs it finished (the message says so)."""
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _stop)  # SIGTERM as one line too, not silence
-    try:
-        command(*args)
-    except INPUT_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        print("error: out of host memory: run something smaller.", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as stop:
-        kept = "; runs saved before it are kept and reused" if saves else ""
-        print(f"error: interrupted{kept}.", file=sys.stderr)
-        return 143 if isinstance(stop, Terminated) else 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        runner.clear_stop()
-    return 0
-
-
-def finish(code: int) -> None:
-    """A script's exit. After a signal it leaves at once (os._exit): XLA may still be compiling
-    on its own threads, and tearing the interpreter down under them crashed (SIGSEGV) after the
-    `error:` line. Nothing is left to save by then."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if code in (130, 143):
-        os._exit(code)
-    sys.exit(code)
-
-
-def tune_malloc() -> None:
-    """glibc returns XLA's large scratch buffers to the OS after every call, which doubled the
-    time of large programs here (docs/performance.md): raise both thresholds before JAX
-    allocates anything."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-    except OSError:  # not glibc: nothing to tune
-        pass
 
 
 def _check_paths(args) -> None:
@@ -122,32 +73,32 @@ def _check_paths(args) -> None:
 
 
 def _warn_unused_flags(args) -> None:
-    """A flag or `--set` field the chosen method never reads (`Method.ignores`) is said, not
-    silently dropped."""
+    """A flag or `--set` field the chosen method never reads (`Method.ignores`), and a flag a
+    `--set` of the same field replaces, are said, not silently dropped."""
     ignores = methods.get(args.method).ignores
-    flags = (
-        ("--episodes", "num_episodes", args.episodes != 1000),
-        ("--depths", "min_depth", args.depths is not None),
-        ("--engine", "engine", args.engine != "auto"),
-        ("--audit", "audit", args.audit),
-        ("--depth", "depth", args.depth is not None),
-        ("--epochs", "epochs", args.epochs is not None),
-    )
-    for flag, field, given in flags:
-        if given and field in ignores:
-            print(f"warning: {flag} is not used by --method {args.method}.", file=sys.stderr)
-    splits = args.dataset.lower() in data.HETEROPHILY_NAMES or args.dataset.endswith(".npz")
-    if args.split != 0 and not splits:
-        print(
-            f"warning: --split is not used by --dataset {args.dataset} (one split).",
-            file=sys.stderr,
-        )
     try:
         overrides = config_lib.parse_overrides(args.set or [])
     except config_lib.ConfigError:
-        return  # refused with its own message when the config is built
+        overrides = {}  # refused with its own message when the config is built
+    warned = set()
+    for flag, field, value in flag_fields(args):
+        if field in ignores and flag not in warned:
+            _warn(f"{flag} is not used by --method {args.method}.")
+        elif field in overrides and overrides[field] != value and flag not in warned:
+            shown = args.depths if flag == "--depths" else value  # as the user wrote it
+            _warn(f"--set {field}={overrides[field]} replaces {flag} {shown}.")
+        warned.add(flag)
+    has_splits = args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
+        args.dataset
+    )
+    if args.split != 0 and not has_splits:
+        _warn(f"--split is not used by --dataset {args.dataset} (one split).")
     for field in sorted(set(overrides) & ignores):
-        print(f"warning: --set {field} is not used by --method {args.method}.", file=sys.stderr)
+        _warn(f"--set {field} is not used by --method {args.method}.")
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _check_args(args) -> None:
@@ -193,25 +144,12 @@ def _check_generator_args(args) -> None:
         )
 
 
-Terminated = runner.Terminated
-
-
-def _stop(signum, frame):
-    # Inside a garbage-collection callback (JAX runs one) a raised exception is printed as
-    # "Exception ignored in ..." with a traceback and dropped: note the stop instead; the runner
-    # raises it at its next check, and `main` reports one that came too late for any check.
-    if frame is not None and frame.f_code.co_name == "_xla_gc_callback":
-        runner.note_stop(signum)
-        return
-    runner.request_stop(signum)
-
-
 def main(argv=None) -> int:
     tune_malloc()
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         runner.clear_stop()
-        handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        handlers = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = _main(argv)
         if code == 0 and runner.stop_requested() is not None:  # noted after the last check
@@ -230,6 +168,14 @@ def _main(argv) -> int:
         print(f"error: argv must be a list of arguments, got the string {argv!r}: use "
               f"{argv.split()!r}.", file=sys.stderr)  # fmt: skip
         return 2
+    if argv is not None:
+        argv = list(argv)
+        wrong = [a for a in argv if not isinstance(a, str)]
+        if wrong:
+            print(f"error: argv must hold strings only, got {wrong[0]!r} "
+                  f"({type(wrong[0]).__name__}): "
+                  f"pass each argument as text (str).", file=sys.stderr)  # fmt: skip
+            return 2
     try:
         args = build_parser().parse_args(argv)
     except KeyboardInterrupt as stop:  # a long command line takes a while to read
@@ -307,7 +253,7 @@ def _interrupted(args, out: pathlib.Path | None) -> str:
         return f"interrupted after the result was saved in {out}; it is complete."
     if not args.checkpoint_dir:
         return "interrupted; nothing was saved (pass --checkpoint-dir DIR to make a run resumable)."
-    folder = pathlib.Path(args.checkpoint_dir).absolute()
+    folder = _current_checkpoint_dir(pathlib.Path(args.checkpoint_dir).absolute())
     steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit()]
     if not steps:
         return f"interrupted before the first checkpoint in {folder}; nothing to resume from."
@@ -317,15 +263,28 @@ def _interrupted(args, out: pathlib.Path | None) -> str:
     )
 
 
+def _current_checkpoint_dir(folder: pathlib.Path) -> pathlib.Path:
+    """Where this run's checkpoints are now: `folder`, or the `<folder>.rescued-*-<pid>` this
+    process moved them to when the folder's lock was lost (the one written last)."""
+    rescued = list(folder.parent.glob(f"{folder.name}.rescued-*-{os.getpid()}"))
+    return max(rescued, key=lambda p: p.stat().st_mtime) if rescued else folder
+
+
 def entry() -> int:
     """The `policy-gnn` command as a program: `main`, and after a Ctrl-C or SIGTERM an
     immediate exit, so that tearing JAX down half-way cannot crash the process after the one
-    line was printed."""
+    line was printed. A signal after `main` (while the interpreter shuts down) is one line too."""
+    late = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    for s in held:  # under main's own handlers, and after them until the code is known
+        signal.signal(s, lambda signum, frame: late.append(signum))
     code = main()
+    if late and code == 0:
+        code = late_stop(code, late[0])
     if code in (130, 143):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        finish(code)
+    for s in held:
+        signal.signal(s, lambda signum, frame: exit_now(late_stop(code, signum)))
     return code
 
 
@@ -383,6 +342,8 @@ def _default_stem(args, config) -> str:
     tag = methods.get(args.method).describe(config).replace(" depth ", "-d")
     if config.backbone != "gcn":  # the config's: --set backbone= names it too
         tag = f"{config.backbone}-{tag}"
-    name = pathlib.Path(args.dataset).stem if args.dataset.endswith(".npz") else args.dataset
+    # a file's name without its folder, or the output would land beside the data file
+    path = pathlib.Path(args.dataset)
+    name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
     split = f"-split{args.split}" if "split" in _generator_args(args) else ""
     return f"{name.lower()}{split}-{tag}"

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--backbone",
-        default="gcn",
+        default=None,
         choices=config_lib.BACKBONES,
         help="gcn: the paper's shared GCN; decoupled: an MLP, then propagation (depths 0..K); "
         "gcn-readout: the legacy readout GCN",
@@ -62,12 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     length = p.add_argument_group("depths and length")
     length.add_argument("--depths", default=None, help="depths a policy picks from (2-5)")
     length.add_argument("--depth", type=int, default=None, help="gcn: the fixed depth (2)")
-    length.add_argument("--episodes", type=int, default=1000, help="MDP episodes (1000)")
+    length.add_argument("--episodes", type=int, default=None, help="MDP episodes (1000)")
     length.add_argument("--epochs", type=int, default=None, help="gcn: training epochs (200)")
     where = p.add_argument_group("how it runs")
     where.add_argument(
         "--engine",
-        default="auto",
+        default=None,
         choices=config_lib.ENGINES,
         help="MDP step on the whole graph or on padded neighbourhoods "
         f"(auto: subgraph above {config_lib.AUTO_SUBGRAPH_NODES} nodes)",
@@ -123,30 +123,34 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The hidden flags that set one Config field each (the field is the flag's name with "_").
+_FIELD_FLAGS = {
+    "steps-per-episode": dict(type=int),
+    "buffer-size": dict(type=int),
+    "gcn-lr": dict(type=float),
+    "q-lr": dict(type=float),
+    "hidden": dict(type=int),
+    "dropout": dict(type=float),
+    "input-dropout": dict(type=float),
+    "weight-decay": dict(type=float),
+    "teleport": dict(type=float),
+    "subgraph-nodes": dict(type=int),
+    "subgraph-edges": dict(type=int),
+    "episodes-per-call": dict(type=int),
+    "transition": dict(choices=config_lib.TRANSITIONS),
+    "fanouts": dict(),
+    "plus-train-depths": dict(choices=config_lib.PLUS_TRAIN_DEPTHS),
+    "plus-signals": dict(choices=config_lib.PLUS_SIGNALS),
+    "plus-reward": dict(choices=config_lib.PLUS_REWARDS),
+}
+
+
 def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
     """Flags kept working but not shown: one Config field each (`--set` does the same), the
     generated graphs' parameters and the checkpoint period."""
     hidden = argparse.SUPPRESS
-    for flag, kind in (
-        ("--steps-per-episode", int),
-        ("--buffer-size", int),
-        ("--gcn-lr", float),
-        ("--q-lr", float),
-        ("--hidden", int),
-        ("--dropout", float),
-        ("--input-dropout", float),
-        ("--weight-decay", float),
-        ("--teleport", float),
-        ("--subgraph-nodes", int),
-        ("--subgraph-edges", int),
-        ("--episodes-per-call", int),
-    ):
-        p.add_argument(flag, type=kind, default=None, help=hidden)
-    p.add_argument("--transition", default=None, choices=config_lib.TRANSITIONS, help=hidden)
-    p.add_argument("--fanouts", default=None, help=hidden)
-    p.add_argument("--plus-train-depths", choices=config_lib.PLUS_TRAIN_DEPTHS, help=hidden)
-    p.add_argument("--plus-signals", choices=config_lib.PLUS_SIGNALS, help=hidden)
-    p.add_argument("--plus-reward", choices=config_lib.PLUS_REWARDS, help=hidden)
+    for flag, options in _FIELD_FLAGS.items():
+        p.add_argument(f"--{flag}", default=None, help=hidden, **options)
     p.add_argument("--csbm-nodes", type=int, default=3000, help=hidden)
     p.add_argument("--csbm-homophily", type=float, default=0.8, help=hidden)
     p.add_argument("--csbm-seed", type=int, default=0, help=hidden)
@@ -157,42 +161,42 @@ def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args) -> config_lib.Config:
     """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given,
-    then every `--set FIELD=VALUE` (last, so it wins)."""
+    then every `--set FIELD=VALUE` (last, so it wins; `flag_fields` names each it replaced)."""
     overrides = config_lib.parse_overrides(args.set)
-    backbone = overrides.get("backbone", args.backbone)  # --set backbone= picks the preset too
+    # --set backbone= picks the preset too
+    backbone = overrides.get("backbone", args.backbone or config_lib.Config.backbone)
     if backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
         preset = functools.partial(config_lib.Config.decoupled, dataset=args.dataset)
     else:
         preset = config_lib.Config
-    values = dict(
-        backbone=backbone, num_episodes=args.episodes, audit=args.audit, engine=args.engine
-    )
-    if args.depths is not None:
-        values["min_depth"], values["max_depth"] = config_lib.parse_depths(args.depths)
-    optional = dict(
-        depth=args.depth,
-        epochs=args.epochs,
-        steps_per_episode=args.steps_per_episode,
-        transition=args.transition,
-        buffer_size=args.buffer_size,
-        q_lr=args.q_lr,
-        episodes_per_call=args.episodes_per_call,
-        gcn_lr=args.gcn_lr,
-        hidden=args.hidden,
-        dropout=args.dropout,
-        input_dropout=args.input_dropout,
-        weight_decay=args.weight_decay,
-        teleport=args.teleport,
-        plus_train_depths=args.plus_train_depths,
-        plus_signals=args.plus_signals,
-        plus_reward=args.plus_reward,
-        subgraph_nodes=args.subgraph_nodes,
-        subgraph_edges=args.subgraph_edges,
-        fanouts=None if args.fanouts is None else parse_fanouts(args.fanouts),
-    )
-    values.update({k: v for k, v in optional.items() if v is not None})
+    values = dict(backbone=backbone)
+    values.update({field: value for _, field, value in flag_fields(args)})
     values.update(overrides)
     return preset(**values)
+
+
+def flag_fields(args) -> list[tuple[str, str, object]]:
+    """Every Config field a flag on this command line set: (flag, field, value), shown ones
+    first. A flag left at its default is not listed."""
+    given = []
+    if args.backbone is not None:
+        given.append(("--backbone", "backbone", args.backbone))
+    if args.episodes is not None:
+        given.append(("--episodes", "num_episodes", args.episodes))
+    if args.depths is not None:
+        low, high = config_lib.parse_depths(args.depths)
+        given += [("--depths", "min_depth", low), ("--depths", "max_depth", high)]
+    if args.engine is not None:
+        given.append(("--engine", "engine", args.engine))
+    if args.audit:
+        given.append(("--audit", "audit", True))
+    for flag in ("depth", "epochs", *_FIELD_FLAGS):
+        value = getattr(args, flag.replace("-", "_"))
+        if value is not None:
+            field = flag.replace("-", "_")
+            value = parse_fanouts(value) if field == "fanouts" else value
+            given.append((f"--{flag}", field, value))
+    return given
 
 
 def show_config(config: config_lib.Config) -> str:

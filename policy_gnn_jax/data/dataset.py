@@ -156,6 +156,10 @@ def _check_description(ds) -> None:
     for field in ("name", "source"):  # a saved fit's arrays cannot keep a NUL character
         if "\x00" in getattr(ds, field):
             _fail(f"{field} contains a NUL character: {getattr(ds, field)!r}.", "Remove it.")
+        try:
+            getattr(ds, field).encode("utf-8")
+        except UnicodeEncodeError as err:  # a lone surrogate, from bytes decoded wrongly
+            _fail(f"{field} is not valid text ({err.reason} at {err.start}).", "Fix the text.")
     split = ds.split
     if split is not None and (
         isinstance(split, bool) or not isinstance(split, int) or not 0 <= split <= 2**31 - 1

@@ -3,6 +3,8 @@ per node."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -83,8 +85,10 @@ def _check_csbm_args(
 ) -> None:
     if not 0.0 <= homophily <= 1.0:
         raise ValueError(f"csbm homophily must be in [0, 1], got {homophily}.")
-    if num_classes < 2 or num_features < 1 or avg_degree <= 0:
-        raise ValueError("csbm needs num_classes >= 2, num_features >= 1 and avg_degree > 0.")
+    if num_classes < 2 or num_features < 1:
+        raise ValueError("csbm needs num_classes >= 2 and num_features >= 1.")
+    if not (avg_degree > 0 and math.isfinite(avg_degree)):  # NaN passes a plain `<= 0`
+        raise ValueError(f"csbm avg_degree must be a finite number > 0, got {avg_degree}.")
     needed = num_train_per_class * num_classes + num_val + num_test
     if needed > num_nodes:
         raise ValueError(

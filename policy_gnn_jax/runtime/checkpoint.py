@@ -208,7 +208,7 @@ class Checkpointer:
             raise CheckpointError(
                 f"{self.directory} holds a checkpoint of a different run (another dataset, "
                 f"config, method, seed count, base seed or seed mode). Run the command that made "
-                f"it to resume it, or use another --checkpoint-dir for this one."
+                f"it to resume it, or use another checkpoint folder for this one."
             )
         target = {
             "state": jax.eval_shape(keys_to_data, state_like),
@@ -329,6 +329,7 @@ def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
     if foreign:
         listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise CheckpointError(
-            f"--checkpoint-dir {directory} holds files that are not a policy-gnn checkpoint "
-            f"({listed}): pass a new or empty folder for the checkpoints."
+            f"the checkpoint folder {directory} holds files that are not a policy-gnn checkpoint "
+            f"({listed}): pass a new or empty folder for the checkpoints (--checkpoint-dir, "
+            f"or fit's checkpoint_dir)."
         )

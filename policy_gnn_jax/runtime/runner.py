@@ -37,10 +37,16 @@ class Terminated(KeyboardInterrupt):
 # swallowed where Python cannot raise it (a callback inside JAX prints "Exception ignored" and
 # goes on), so the runner also checks this after every chunk: a stop asked for is never lost.
 _stop_requested: int | None = None
+# Whether that stop was raised already: a second Ctrl-C raised while the first one's exception
+# unwinds would interrupt the clean-up (a traceback, or a crash under XLA's threads), so it is
+# only remembered.
+_stop_raised = False
 
 
 def request_stop(signum: int) -> None:
-    """A signal handler's first act: remember the stop, then raise (see `_stop_requested`)."""
+    """A signal handler's act: remember the stop, then raise it, once (see `_stop_raised`)."""
+    if _stop_raised:
+        return
     note_stop(signum)
     _stop_if_requested()
 
@@ -57,12 +63,14 @@ def stop_requested() -> int | None:
 
 
 def clear_stop() -> None:
-    global _stop_requested
-    _stop_requested = None
+    global _stop_requested, _stop_raised
+    _stop_requested, _stop_raised = None, False
 
 
 def _stop_if_requested() -> None:
+    global _stop_raised
     if _stop_requested is not None:
+        _stop_raised = True
         raise Terminated if _stop_requested == signal.SIGTERM else KeyboardInterrupt
 
 

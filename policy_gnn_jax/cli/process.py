@@ -1,0 +1,102 @@
+"""How a command-line program ends: one `error:` line and an exit status for bad input and for
+a Ctrl-C or SIGTERM, never a traceback; shared by the `policy-gnn` command and the scripts in
+experiments/ and benchmarks/."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import data
+from policy_gnn_jax.runtime import runner
+
+# Everything that is the user's input going wrong (all exit 2 with one `error:` line).
+INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError)
+
+
+def require_at_least_one(**counts: int) -> None:
+    """Each named command-line count must be >= 1: `--seeds 0` is an error naming `--seeds`."""
+    for name, value in counts.items():
+        if value < 1:
+            raise config_lib.ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
+
+
+def exit_status(command, *args, saves: bool = True) -> int:
+    """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
+    input is bad (the policy-gnn command's convention), 130 / 143 after one line for a Ctrl-C /
+    SIGTERM. `saves`: whether the script keeps runs it finished (the message says so)."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # SIGTERM as one line too
+        runner.clear_stop()
+        previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        command(*args)
+    except INPUT_ERRORS as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of host memory: run something smaller.", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as stop:
+        kept = "; runs saved before it are kept and reused" if saves else ""
+        print(f"error: interrupted{kept}.", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        runner.clear_stop()
+    return 0
+
+
+def finish(code: int) -> None:
+    """A script's exit. After a signal it leaves at once (os._exit): XLA may still be compiling
+    on its own threads, and tearing the interpreter down under them crashed (SIGSEGV) after the
+    `error:` line. Nothing is left to save by then."""
+    if code in (130, 143):
+        exit_now(code)
+    sys.exit(code)
+
+
+def tune_malloc() -> None:
+    """glibc returns XLA's large scratch buffers to the OS after every call, which doubled the
+    time of large programs here (docs/performance.md): raise both thresholds before JAX
+    allocates anything."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+    except OSError:  # not glibc: nothing to tune
+        pass
+
+
+Terminated = runner.Terminated
+
+
+def stop_on_signal(signum, frame):
+    # Inside a garbage-collection callback (JAX runs one) a raised exception is printed as
+    # "Exception ignored in ..." with a traceback and dropped: note the stop instead; the runner
+    # raises it at its next check, and `main` reports one that came too late for any check.
+    if frame is not None and frame.f_code.co_name == "_xla_gc_callback":
+        runner.note_stop(signum)
+        return
+    runner.request_stop(signum)
+
+
+def exit_now(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def late_stop(code: int, signum: int) -> int:
+    """The exit status for a signal that came after `main` returned `code`: a finished run is
+    complete, which the line says; a failed one has said why already."""
+    if code != 0:
+        return code
+    print("error: interrupted after the run had finished; its result is complete.",
+          file=sys.stderr)  # fmt: skip
+    return 143 if signum == signal.SIGTERM else 130
