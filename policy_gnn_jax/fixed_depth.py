@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from policy_gnn_jax import backbones
+from policy_gnn_jax import backbones, metrics
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base as backbone_lib
@@ -64,7 +64,7 @@ def train_loss(ctx: BaselineContext, params, key: jax.Array) -> jax.Array:
 def val_accuracy(ctx: BaselineContext, params) -> jax.Array:
     g = ctx.graph
     logits = ctx.backbone.logits(params, None)[ctx.depth - ctx.backbone.min_depth]
-    return backbone_lib.accuracy(logits[g.val_index], g.labels[g.val_index])
+    return metrics.score(logits[g.val_index], g.labels[g.val_index], g.metric)
 
 
 def epoch_step(ctx: BaselineContext, state: BaselineState, _=None):
@@ -101,7 +101,7 @@ def evaluate(ctx: BaselineContext, state: BaselineState) -> dict:
     return {
         "val_accuracy": state.best_val,
         "best_epoch": state.best_epoch,
-        "test_accuracy": jnp.mean(correct),
+        "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
         "test_correct": correct,  # per test node, for Figure 1
     }
 

@@ -1,4 +1,6 @@
-"""Scores of predictions that the loop can compute inside jit: ROC AUC for two-class graphs.
+"""Scores of predictions that the loop can compute inside jit: accuracy, or ROC AUC for two-class
+graphs (`score` picks the graph's; validation rewards, model selection and the final test all
+use it).
 
 Accuracy says little on a two-class graph whose classes are unbalanced (minesweeper: 20 % mines),
 where always guessing the larger class scores 0.8; the heterophilous benchmarks report ROC AUC
@@ -51,3 +53,24 @@ def roc_auc(scores: jax.Array, positive: jax.Array, counted: jax.Array) -> jax.A
     auc = jnp.sum(jnp.where(pos, share, 0.0)) / jnp.maximum(num_pos, 1)
     auc = jnp.where((num_pos > 0) & (num_neg > 0), auc, 0.5)
     return jnp.where(jnp.any(counted & jnp.isnan(scores)), jnp.nan, auc).astype(jnp.float32)
+
+
+METRICS = ("accuracy", "roc_auc")
+
+
+def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Fraction of rows whose argmax equals the label."""
+    return jnp.mean(jnp.argmax(logits, -1) == labels)
+
+
+def score(logits: jax.Array, labels: jax.Array, metric: str) -> jax.Array:
+    """`metric` of `logits` [M, C] against `labels` [M]. ROC AUC (C = 2) ranks the nodes by
+    their log-odds of class 1, the positive class."""
+    if metric == "accuracy":
+        return accuracy(logits, labels)
+    if metric == "roc_auc":
+        if logits.shape[-1] != 2:
+            raise ValueError(f"roc_auc needs two classes, got logits for {logits.shape[-1]}.")
+        counted = jnp.ones(labels.shape, bool)
+        return roc_auc(logits[:, 1] - logits[:, 0], labels == 1, counted)
+    raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")

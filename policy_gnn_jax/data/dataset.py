@@ -30,6 +30,10 @@ class InvalidDatasetError(ValueError):
     """A dataset's arrays break an invariant. The message names the problem and the fix."""
 
 
+# How a dataset's predictions are scored (`Dataset.metric`; `policy_gnn_jax.metrics.score`).
+METRICS = ("accuracy", "roc_auc")
+
+
 @dataclasses.dataclass(frozen=True)
 class Dataset:
     """A node-classification graph on the host. Validated at construction (`validate`).
@@ -45,6 +49,8 @@ class Dataset:
       source: where the files were read from (a loader sets it; "" for a graph built in
         memory). Not part of the fingerprint: the same data from another folder is the same.
       split: which of a benchmark's fixed splits the indices are (None where it has one).
+      metric: how predictions are scored, as the benchmark defines it: "accuracy", or
+        "roc_auc" (two classes only; class 1 is the positive class).
     """
 
     name: str
@@ -57,6 +63,7 @@ class Dataset:
     num_classes: int
     source: str = ""
     split: int | None = None
+    metric: str = "accuracy"
 
     def __post_init__(self):
         # A path for the source and a numpy integer for the split are what they stand for.
@@ -101,6 +108,8 @@ class Dataset:
             self.test_index,
         ):
             digest.update(np.ascontiguousarray(array).tobytes())
+        if self.metric != "accuracy":  # accuracy's fingerprints stay those of before the field
+            digest.update(self.metric.encode())
         return digest.hexdigest()
 
     def to_jraph(self):
@@ -160,6 +169,13 @@ def _check_description(ds) -> None:
             getattr(ds, field).encode("utf-8")
         except UnicodeEncodeError as err:  # a lone surrogate, from bytes decoded wrongly
             _fail(f"{field} is not valid text ({err.reason} at {err.start}).", "Fix the text.")
+    if ds.metric not in METRICS:
+        _fail(f"metric must be one of {METRICS}, got {ds.metric!r}.", "Pick one of them.")
+    if ds.metric == "roc_auc" and ds.num_classes != 2:
+        _fail(
+            f"metric 'roc_auc' needs two classes, got num_classes {ds.num_classes}.",
+            'Use metric="accuracy" for more classes.',
+        )
     split = ds.split
     if split is not None and (
         isinstance(split, bool) or not isinstance(split, int) or not 0 <= split <= 2**31 - 1

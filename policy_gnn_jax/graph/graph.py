@@ -69,6 +69,8 @@ class Graph:
     # Whether Â is symmetric (the whole graph). A subgraph's is not: its outermost nodes send
     # but do not receive, so `gcn.propagate`'s backward pass must use Â^T there.
     symmetric: bool = struct.field(pytree_node=False, default=True)
+    # How predictions are scored (`metrics.score`): "accuracy", or "roc_auc" for two classes.
+    metric: str = struct.field(pytree_node=False, default="accuracy")
 
     @property
     def deterministic(self) -> bool:
@@ -224,6 +226,7 @@ def from_dataset(ds: data.Dataset, kernels: str = "auto") -> Graph:
         xt_buckets=buckets[2],
         num_classes=ds.num_classes,
         kernels=kernels,
+        metric=ds.metric,
     )
 
 

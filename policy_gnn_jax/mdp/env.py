@@ -19,6 +19,7 @@ from flax import struct
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax import metrics
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import action_buffers
@@ -261,10 +262,11 @@ def validation_logits(
 
 
 def validation_accuracy(ctx: EnvContext, val_logits: jax.Array, val_depths: jax.Array):
-    """M_t: accuracy on the validation nodes, each at its depth in `val_depths` [V], from
-    `validation_logits` [K, V, C]."""
+    """M_t: the graph's metric (accuracy, or ROC AUC) on the validation nodes, each at its depth
+    in `val_depths` [V], from `validation_logits` [K, V, C]."""
     logits = backbone_lib.depth_logits(ctx.backbone, val_logits, val_depths)
-    return backbone_lib.accuracy(logits, ctx.graph.labels[ctx.graph.val_index])
+    g = ctx.graph
+    return metrics.score(logits, g.labels[g.val_index], g.metric)
 
 
 def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):

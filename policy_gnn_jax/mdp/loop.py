@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from policy_gnn_jax import backbones
+from policy_gnn_jax import backbones, metrics
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
@@ -158,7 +158,8 @@ def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
     logits_all = ctx.env.backbone.logits(best.params, None)
     logits = backbone_lib.depth_logits(ctx.env.backbone, logits_all[:, g.test_index], depths)
     results = {
-        "test_accuracy": backbone_lib.accuracy(logits, g.labels[g.test_index]),
+        # the graph's metric (accuracy, or ROC AUC): the name stays for results.json's readers
+        "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
         "val_accuracy": best.val_accuracy,
         "best_step": best.step,
         "test_depths": depths,

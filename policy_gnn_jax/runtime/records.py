@@ -74,6 +74,8 @@ def build(
         "data_source": getattr(ds, "source", ""),
         # Which fixed split of a benchmark that has several (None where there is one).
         "split": getattr(ds, "split", None),
+        # What test_accuracy and val_accuracy measure: "accuracy", or "roc_auc" (two classes).
+        "metric": getattr(ds, "metric", "accuracy"),
         # "gather": every float sum in a fixed order; "scatter": segment sums (atomics on a GPU
         # unless compiled with deterministic ops).
         "kernels": kernels,
@@ -112,15 +114,20 @@ def save(record: dict, out_dir: str | pathlib.Path) -> pathlib.Path:
     return checkpoint.atomic_write_json(out / "results.json", record)
 
 
+# How a record's metric is named in text.
+METRIC_NAMES = {"accuracy": "accuracy", "roc_auc": "ROC AUC"}
+
+
 def summary_line(record: dict, label: str | None = None) -> str:
-    """One line: dataset, method (its `label`, e.g. "gcn depth 2"), test accuracy, time."""
+    """One line: dataset, method (its `label`, e.g. "gcn depth 2"), test score, time."""
     t = record["test_accuracy"]
+    metric = METRIC_NAMES[record.get("metric", "accuracy")]
     name = label or record["method"]
     backbone = record["config"].get("backbone", "gcn-readout")  # records before the field: legacy
     if backbone != "gcn":
         name += f" ({backbone} backbone)"
     return (
-        f"{record['dataset']} {name}: test accuracy {t['mean']:.4f} ± {t['std']:.4f} over "
+        f"{record['dataset']} {name}: test {metric} {t['mean']:.4f} ± {t['std']:.4f} over "
         f"{record['seeds']} seeds (val {record['val_accuracy']['mean']:.4f}, "
         f"{record['wall_time_s']:.1f} s)"
     )

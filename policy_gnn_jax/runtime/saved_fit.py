@@ -99,6 +99,7 @@ def dataset_bytes(ds: data.Dataset) -> bytes:
         # Where it was read from and which fixed split it is (-1: the benchmark has one).
         source=np.array(ds.source),
         split=np.array(-1 if ds.split is None else ds.split),
+        metric=np.array(ds.metric),
     )
     return buffer.getvalue()
 
@@ -118,6 +119,7 @@ def _dataset_from(blob: bytes) -> data.Dataset:
             # Fits saved before these were kept: unknown source, one split.
             source=str(z["source"]) if "source" in z else "",
             split=int(z["split"]) if "split" in z and int(z["split"]) >= 0 else None,
+            metric=str(z["metric"]) if "metric" in z else "accuracy",
         )
 
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from policy_gnn_jax import backbones, data, methods
+from policy_gnn_jax import backbones, data, methods, metrics
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base as backbone_lib
@@ -160,10 +160,10 @@ def backbone_loss(ctx: PlusContext, params, key, depth_index) -> jax.Array:
 
 
 def selection_accuracy(ctx: PlusContext, probs, policy, node_signals, nodes) -> jax.Array:
-    """Accuracy on `nodes` at the bandit's greedy depths."""
+    """The graph's metric on `nodes` at the bandit's greedy depths."""
     chosen = bandit.greedy(policy, node_signals[nodes])
     picked = jnp.take_along_axis(probs[:, nodes], chosen[None, :, None], axis=0)[0]
-    return backbone_lib.accuracy(picked, ctx.graph.labels[nodes])
+    return metrics.score(picked, ctx.graph.labels[nodes], ctx.graph.metric)
 
 
 def epoch_step(ctx: PlusContext, state: PlusState, _=None):
@@ -242,7 +242,7 @@ def evaluate(ctx: PlusContext, state: PlusState) -> dict:
     depths = greedy_depths(ctx, logits_all, state.best_policy, g.test_index)
     logits = backbone_lib.depth_logits(ctx.backbone, logits_all[:, g.test_index], depths)
     return {
-        "test_accuracy": backbone_lib.accuracy(logits, g.labels[g.test_index]),
+        "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
         "val_accuracy": state.best_val,
         "best_epoch": state.best_epoch,
         "test_depths": depths,
