@@ -11,6 +11,7 @@ Bad input of any kind ends with one line `error: ...` and exit status 2.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import pathlib
@@ -22,6 +23,7 @@ import jax
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.cli import splits
 from policy_gnn_jax.cli.flags import build_parser, config_from_args, flag_fields, show_config
 from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
     INPUT_ERRORS,
@@ -88,13 +90,17 @@ def _warn_unused_flags(args) -> None:
             shown = args.depths if flag == "--depths" else value  # as the user wrote it
             _warn(f"--set {field}={overrides[field]} replaces {flag} {shown}.")
         warned.add(flag)
-    has_splits = args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
-        args.dataset
-    )
-    if args.split != 0 and not has_splits:
+    if args.split != 0 and not _has_splits(args):
         _warn(f"--split is not used by --dataset {args.dataset} (one split).")
     for field in sorted(set(overrides) & ignores):
         _warn(f"--set {field} is not used by --method {args.method}.")
+
+
+def _has_splits(args) -> bool:
+    """Whether the dataset is a benchmark with fixed splits (`--split`, `--splits`)."""
+    return args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
+        args.dataset
+    )
 
 
 def _warn(message: str) -> None:
@@ -114,6 +120,12 @@ def _check_args(args) -> None:
             f"--checkpoint-every must be >= 1, got {args.checkpoint_every}."
         )
     data.check_name(args.dataset)
+    if args.splits is not None and not _has_splits(args):
+        raise config_lib.ConfigError(
+            f"--splits needs a benchmark with fixed splits; --dataset {args.dataset} has one."
+        )
+    if args.splits is not None and args.split != 0:
+        raise config_lib.ConfigError("pass --split K for one split or --splits for several.")
     if args.dataset.lower() in ("csbm", "planted"):
         _check_generator_args(args)
 
@@ -198,8 +210,14 @@ def _main(argv) -> int:
         checkpoint.check_writable_dir(out)
         with outputs.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
-            fitted = _train(args, config)
-            fitted.save(out, overwrite=args.overwrite)
+            if args.splits:  # one saved fit per split, and results.json over them
+                result = splits.run_splits(
+                    args, config, out, functools.partial(_load, args), _fitter(args, config)
+                )
+            else:
+                fitted = _fitter(args, config)(_load(args))
+                fitted.save(out, overwrite=args.overwrite)
+                result = fitted.record
     except INPUT_ERRORS as err:
         return _fail(str(err), out if made_out else None, 2)
     except MemoryError:
@@ -212,7 +230,7 @@ def _main(argv) -> int:
         code = 143 if isinstance(stop, Terminated) else 130
         return _fail(_interrupted(args, out), out if made_out else None, code)
     try:
-        _report(fitted.record, out)
+        _report(result, out)
     except KeyboardInterrupt as stop:  # the result is saved already: say so, in one line
         print(f"error: interrupted after the result was saved in {out}; it is complete.",
               file=sys.stderr)  # fmt: skip
@@ -220,23 +238,38 @@ def _main(argv) -> int:
     return 0
 
 
-def _train(args, config) -> api.Fit:
+def _load(args, split: int | None = None) -> data.Dataset:
+    generator = _generator_args(args)
+    if split is not None:
+        generator["split"] = split
     ds = data.load_dataset(
-        args.dataset, data_dir=args.data_dir, download=not args.no_download, **_generator_args(args)
+        args.dataset, data_dir=args.data_dir, download=not args.no_download, **generator
     )
     print(ds.summary() + (f" (read from {ds.source})" if ds.source else ""), flush=True)
-    return api.fit(
-        ds,
-        config,
-        method=args.method,
-        seeds=args.seeds,
-        seed=args.seed,
-        progress=not args.no_progress,
-        checkpoint_dir=args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every,
-        devices=args.devices,
-        seed_mode=args.seed_mode,
-    )
+    return ds
+
+
+def _fitter(args, config):
+    """`fit(ds)` as the command line asks (each split checkpoints in a folder of its own)."""
+
+    def fit(ds: data.Dataset) -> api.Fit:
+        checkpoint_dir = args.checkpoint_dir
+        if checkpoint_dir and args.splits:
+            checkpoint_dir = pathlib.Path(checkpoint_dir) / f"split-{ds.split}"
+        return api.fit(
+            ds,
+            config,
+            method=args.method,
+            seeds=args.seeds,
+            seed=args.seed,
+            progress=not args.no_progress,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=args.checkpoint_every,
+            devices=args.devices,
+            seed_mode=args.seed_mode,
+        )
+
+    return fit
 
 
 def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
@@ -251,6 +284,11 @@ def _interrupted(args, out: pathlib.Path | None) -> str:
     """Where an interrupted run can resume from, in one sentence."""
     if out is not None and (out / "fit.json").is_file():  # the signal landed after the save
         return f"interrupted after the result was saved in {out}; it is complete."
+    if args.splits and out is not None:
+        return (
+            f"interrupted; the splits finished so far are saved in {out}/split-*: run the same "
+            f"command to go on from them."
+        )
     if not args.checkpoint_dir:
         return "interrupted; nothing was saved (pass --checkpoint-dir DIR to make a run resumable)."
     folder = _current_checkpoint_dir(pathlib.Path(args.checkpoint_dir).absolute())
@@ -304,6 +342,9 @@ def start_backend() -> None:
 
 def _report(record: dict, out: pathlib.Path) -> None:
     print(f"results: {out / 'results.json'}")
+    if record.get("kind") == "splits":
+        print(splits.summary_line(record))
+        return
     if "audit" in record:
         a = record["audit"]
         print(
@@ -326,7 +367,7 @@ def _generator_args(args) -> dict:
         }
     if args.dataset.lower() == "planted":
         return {"seed": args.csbm_seed}
-    if args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(args.dataset):
+    if _has_splits(args):
         return {"split": args.split}
     return {}
 
@@ -345,5 +386,6 @@ def _default_stem(args, config) -> str:
     # a file's name without its folder, or the output would land beside the data file
     path = pathlib.Path(args.dataset)
     name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
-    split = f"-split{args.split}" if "split" in _generator_args(args) else ""
+    split = f"-split{args.split}" if _has_splits(args) else ""
+    split = "-splits" if args.splits else split
     return f"{name.lower()}{split}-{tag}"

@@ -59,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--split", type=int, default=0, help="which fixed split of a heterophilous benchmark (0)"
     )
+    run.add_argument(
+        "--splits",
+        default=None,
+        metavar="all|A-B|A,B",
+        help="run several fixed splits (each saved in <out>/split-K) and report mean ± std over "
+        "them",
+    )
     length = p.add_argument_group("depths and length")
     length.add_argument("--depths", default=None, help="depths a policy picks from (2-5)")
     length.add_argument("--depth", type=int, default=None, help="gcn: the fixed depth (2)")
