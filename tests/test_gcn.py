@@ -271,6 +271,49 @@ def test_decoupled_matches_numpy(small_dataset, small_graph, key, alpha, min_dep
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def numpy_decoupled_options(params, x, a_hat, alpha, max_depth, ego_head, layer_norm):
+    """The options' formulas: h = relu(LN(X W_1 + b_1)), with LN(v) = (v - mean) /
+    sqrt(var + 1e-6) * scale + bias over the hidden units; Z_k as above; then + h W_e + b_e."""
+    p = {name: np.asarray(v, np.float64) for name, v in params["params"].items() if name != "norm"}
+    h = x @ p["w_1"] + p["b_1"]
+    if layer_norm:
+        norm = {k: np.asarray(v, np.float64) for k, v in params["params"]["norm"].items()}
+        h = (h - h.mean(1, keepdims=True)) / np.sqrt(h.var(1, keepdims=True) + 1e-6)
+        h = h * norm["scale"] + norm["bias"]
+    h = np.maximum(h, 0.0)
+    z0 = h @ p["w_2"] + p["b_2"]
+    zs = [z0]
+    for _ in range(max_depth):
+        zs.append((1 - alpha) * a_hat @ zs[-1] + alpha * z0)
+    zs = np.stack(zs)
+    return zs + (h @ p["w_ego"] + p["b_ego"])[None] if ego_head else zs
+
+
+@pytest.mark.parametrize(("ego_head", "layer_norm"), [(True, False), (False, True), (True, True)])
+def test_decoupled_options_match_numpy(small_dataset, small_graph, key, ego_head, layer_norm):
+    from policy_gnn_jax.backbones import decoupled
+
+    model = decoupled.DecoupledGCN(
+        hidden=8, num_classes=3, alpha=0.1, max_depth=4, ego_head=ego_head, layer_norm=layer_norm
+    )
+    params = model.init(key, small_graph, train=False)
+    params = jax.tree.map(lambda v: v + 0.1, params)  # non-zero biases and norm offsets
+    got = model.apply(params, small_graph, train=False)
+    x = small_dataset.features.toarray().astype(np.float64)
+    want = numpy_decoupled_options(
+        params, x, dense_adjacency(small_dataset), 0.1, 4, ego_head, layer_norm
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_decoupled_options_belong_to_the_decoupled_backbone():
+    import policy_gnn_jax as pg
+
+    with pytest.raises(pg.ConfigError, match="options of the decoupled backbone"):
+        pg.Config(ego_head=True)
+    assert pg.Config.decoupled(ego_head=True, layer_norm=True).ego_head
+
+
 def test_decoupled_parameters_do_not_grow_with_depth(small_graph, key):
     from policy_gnn_jax.backbones import decoupled
 

@@ -5,7 +5,14 @@ Depth k is k steps of personalised-PageRank propagation of the MLP's logits (APP
     Z_0 = MLP(X),   Z_k = (1 - alpha) Â Z_{k-1} + alpha Z_0,   logits at depth k = Z_k,
 
 with `alpha` = `Config.teleport`; alpha = 0 gives `Â^k MLP(X)` (DAGNN's and SGC's powers). Depth 0
-is the MLP alone. A depth costs no parameters, so depths 0..K share every weight and a large K
+is the MLP alone.
+
+Two options aim at heterophilous graphs, where a node's neighbours mostly belong to other
+classes. `ego_head` adds a second output head, never propagated, to every depth:
+logits_k = E + Z_k with E = h W_e + b_e, so a node's own features keep weights of their own at
+any depth instead of being diluted among its neighbours (the separation of ego and neighbour
+embeddings that H2GCN and ACM-GCN found to matter there). `layer_norm` normalises the hidden
+layer before its ReLU. A depth costs no parameters, so depths 0..K share every weight and a large K
 neither adds weights nor over-smooths a learned layer. All depths come out of one pass: K
 propagations of a C-wide matrix, after one MLP.
 
@@ -57,6 +64,8 @@ class DecoupledGCN(nn.Module):
     alpha: float = 0.1
     dropout: float = 0.5
     input_dropout: float = 0.5
+    ego_head: bool = False
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, g: graph_lib.Graph | jraph.GraphsTuple, *, train: bool) -> jax.Array:
@@ -64,11 +73,18 @@ class DecoupledGCN(nn.Module):
         init = nn.initializers.glorot_uniform()
         w_1 = self.param("w_1", init, (g.num_features, self.hidden))
         b_1 = self.param("b_1", nn.initializers.zeros, (self.hidden,))
-        h = nn.relu(propagation.dropped_feature_matmul(g, w_1, self.input_dropout, train) + b_1)
-        h = nn.Dropout(self.dropout, deterministic=not train)(h)
+        h = propagation.dropped_feature_matmul(g, w_1, self.input_dropout, train) + b_1
+        if self.layer_norm:
+            h = nn.LayerNorm(name="norm")(h)
+        h = nn.Dropout(self.dropout, deterministic=not train)(nn.relu(h))
         w_2 = self.param("w_2", init, (self.hidden, self.num_classes))
         b_2 = self.param("b_2", nn.initializers.zeros, (self.num_classes,))
-        return propagate_depths(g, h @ w_2 + b_2, self.alpha, self.min_depth, self.max_depth)
+        z = propagate_depths(g, h @ w_2 + b_2, self.alpha, self.min_depth, self.max_depth)
+        if not self.ego_head:
+            return z
+        w_e = self.param("w_ego", init, (self.hidden, self.num_classes))
+        b_e = self.param("b_ego", nn.initializers.zeros, (self.num_classes,))
+        return z + (h @ w_e + b_e)[None]
 
 
 def decoupled_backbone(
@@ -91,6 +107,8 @@ def decoupled_backbone(
         alpha=config.teleport,
         dropout=config.dropout,
         input_dropout=config.input_dropout,
+        ego_head=config.ego_head,
+        layer_norm=config.layer_norm,
     )
     optimizer = backbone_lib.make_optimizer(config.gcn_lr, config.weight_decay)
     return backbone_lib.flax_backbone(model, g, optimizer, min_depth, max_depth)

@@ -45,6 +45,11 @@ class Config:
     max_depth: int = 5
     # Decoupled backbone: the personalised-PageRank teleport alpha (0: plain powers of Â).
     teleport: float = 0.1
+    # Decoupled backbone, for heterophilous graphs: a separate ego head added to every depth's
+    # propagated logits (a node's own features keep their own weights at any depth), and layer
+    # norm on the hidden layer. docs/heterophily.md measures both.
+    ego_head: bool = False
+    layer_norm: bool = False
     # Fixed-depth baseline (section 7).
     depth: int = 2
     epochs: int = 200
@@ -200,7 +205,7 @@ DECOUPLED_TUNED: dict[str, dict] = {
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "backbone": ("backbone", "hidden", "dropout", "input_dropout", "gcn_lr", "weight_decay",
-                 "teleport"),
+                 "teleport", "ego_head", "layer_norm"),
     "mdp": ("min_depth", "max_depth", "num_episodes", "steps_per_episode", "num_walkers",
             "buffer_size", "transition", "reward_scale", "reward_window", "normaliser_window"),
     "agent": ("q_hidden", "q_lr", "gamma", "replay_capacity", "batch_size", "target_period",

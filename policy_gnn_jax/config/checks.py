@@ -137,6 +137,11 @@ def _validate_backbone_and_engine(c) -> None:
     )
     _check(0.0 <= c.teleport < 1.0, f"teleport must be in [0, 1), got {c.teleport}.")
     _check(
+        c.backbone == "decoupled" or not (c.ego_head or c.layer_norm),
+        f"ego_head and layer_norm are options of the decoupled backbone, not of {c.backbone!r}: "
+        f"add --backbone decoupled.",
+    )
+    _check(
         c.matmul_precision in MATMUL_PRECISIONS,
         f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {c.matmul_precision!r} "
         "(e.g. --set matmul_precision=highest).",

@@ -60,6 +60,8 @@ FIELDS_ADDED_SINCE = {
     "backbone": "gcn-readout",  # the legacy readout structure
     "matmul_precision": "default",  # JAX's own (TF32 on a GPU)
     "reproducible": False,  # XLA's autotuning
+    "ego_head": False,  # the decoupled backbone without its later options
+    "layer_norm": False,
 }
 
 
