@@ -171,6 +171,33 @@ def graph_signals(
     )
 
 
+def _neighbour_mean(ds: data.Dataset, values: np.ndarray) -> np.ndarray:
+    """[N, ...] the mean of `values` [N, ...] over each node's neighbours (0 for none)."""
+    n = ds.num_nodes
+    adj = sp.csr_matrix((np.ones(ds.num_edges), (ds.edges[1], ds.edges[0])), shape=(n, n))
+    degree = np.maximum(np.asarray(adj.sum(1)).ravel(), 1)
+    flat = values.reshape(n, -1)
+    return (adj @ flat / degree[:, None]).reshape(values.shape)
+
+
+def feature_similarity(ds: data.Dataset) -> np.ndarray:
+    """[N]: the cosine between a node's features and its neighbours' mean features, a
+    label-free sign of local homophily (0 for an isolated node)."""
+    x = ds.features.toarray().astype(np.float64)
+    mean = _neighbour_mean(ds, x)
+    norms = np.linalg.norm(x, axis=1) * np.linalg.norm(mean, axis=1)
+    return np.where(norms > 0, (x * mean).sum(1) / np.maximum(norms, 1e-12), 0.0)
+
+
+def predicted_homophily(ds: data.Dataset, probs: np.ndarray) -> np.ndarray:
+    """[S, N]: a label-free estimate of local homophily, the chance that a node and a neighbour
+    share a class if both classes are drawn from a model's predictions `probs` [S, N, C]
+    (the shallowest depth's: its predictions use no neighbour), averaged over the neighbours."""
+    per_seed = np.moveaxis(probs.astype(np.float64), 0, 1)  # [N, S, C]
+    mean = np.moveaxis(_neighbour_mean(ds, per_seed), 1, 0)  # [S, N, C]
+    return (probs * mean).sum(-1)
+
+
 def _probe_loss(params, x, y, l2):
     logits = x @ params["w"] + params["b"]
     return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, y)) + l2 * jnp.sum(params["w"] ** 2)
@@ -231,9 +258,17 @@ def summary(values) -> dict:
     return {"mean": float(values.mean()), "std": float(values.std()), "per_seed": values.tolist()}
 
 
-def analyse(ds: data.Dataset, probs: np.ndarray, depths: np.ndarray, max_hops: int) -> dict:
+def analyse(
+    ds: data.Dataset,
+    probs: np.ndarray,
+    depths: np.ndarray,
+    max_hops: int,
+    local_homophily: bool = False,
+) -> dict:
     """The whole analysis for one dataset and backbone. Test labels are read only by the final
-    scoring and the two upper bounds; every choice (best depth, eps, probe) uses validation."""
+    scoring and the two upper bounds; every choice (best depth, eps, probe) uses validation.
+    `local_homophily`: the probe also sees two label-free estimates of a node's local homophily
+    (`feature_similarity`, `predicted_homophily`)."""
     labels = np.asarray(ds.labels)
     val, test = np.asarray(ds.val_index), np.asarray(ds.test_index)
     correct = correctness(probs, labels)
@@ -277,6 +312,10 @@ def analyse(ds: data.Dataset, probs: np.ndarray, depths: np.ndarray, max_hops: i
     }
     graph_part = graph_signals(ds, max_hops, distances)
     per_seed = np.asarray(depth_signals(probs.astype(np.float32)), np.float64)
+    if local_homophily:
+        graph_part = np.concatenate([graph_part, feature_similarity(ds)[:, None]], 1)
+        estimate = predicted_homophily(ds, probs[0])[..., None]
+        per_seed = np.concatenate([per_seed, estimate], -1)
     probe_val, probe_test, probe_counts = [], [], np.zeros(len(depths), np.int64)
     for s in range(num_seeds):
         signals = np.concatenate([graph_part, per_seed[s]], 1)
