@@ -26,7 +26,6 @@ import dataclasses
 import functools
 import json
 import pathlib
-import sys
 import time
 
 import jax
@@ -39,7 +38,7 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import backbones, data, fixed_depth
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base as backbone_lib
-from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.graph import propagation
 from policy_gnn_jax.runtime import checkpoint, records, runner
 from policy_gnn_jax.treeutil import tree_select
@@ -222,8 +221,9 @@ def main(argv=None) -> int:
     p.add_argument("--headroom-json", default="docs/results/headroom.json")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="docs/results/decoupled_forms.json")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
-    return exit_status(run, args)
+    return exit_status(run, args, saves=False)
 
 
 def run(args) -> None:
@@ -233,7 +233,7 @@ def run(args) -> None:
     max_depth = pg.Config.decoupled().max_depth
     if args.depths is not None and not all(0 <= k <= max_depth for k in args.depths):
         raise pg.ConfigError(f"--depths must lie in 0..{max_depth}, got {args.depths}.")
-    checkpoint.check_writable_dir(pathlib.Path(args.out).parent)
+    checkpoint.check_writable_file(args.out, overwrite=args.overwrite)  # before any fit
     headroom_path = pathlib.Path(args.headroom_json)
     headroom = checkpoint.read_json(headroom_path) if headroom_path.exists() else {}
     results = {name: compare(name, args, headroom) for name in args.datasets}
@@ -242,4 +242,4 @@ def run(args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

@@ -18,11 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
-from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
 from policy_gnn_jax.contrib.reproduction.runs import run_or_load
 from policy_gnn_jax.runtime import checkpoint, outputs
@@ -234,9 +233,11 @@ def run(args) -> None:
     checkpoint.check_writable_dir(args.out)
     written = args.ablation_json if args.what == "ablate" else args.results_json
     checkpoint.check_writable_file(written)
+    if pathlib.Path(written).exists():  # merged into after the sweeps: checked before them
+        _read_object(written, "the file the results are merged into")
     with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
         {"ablate": ablate, "results": results}[args.what](args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

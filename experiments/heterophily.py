@@ -309,6 +309,12 @@ def parse_args(argv):
 def run(args) -> None:
     for path in (args.options_json, args.results_json, args.figure):
         checkpoint.check_writable_file(path)  # merged into (the figure replaced)
+    for path in (args.options_json, args.results_json):  # before the sweeps, not after
+        if pathlib.Path(path).exists() and not isinstance(_read_json(pathlib.Path(path)), dict):
+            raise checkpoint.CheckpointError(
+                f"{path} does not hold a JSON object, so results cannot be merged into it: "
+                f"move it away, or pass another file."
+            )
     (choose_options if args.what == "options" else study)(args)
 
 

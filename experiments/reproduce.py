@@ -4,9 +4,8 @@ benchmark and the headroom analysis (`python experiments/reproduce.py --help`; d
 The work is library code, `policy_gnn_jax/contrib/reproduction/`; this script is its command.
 """
 
-import sys
-
+from policy_gnn_jax.cli import finish
 from policy_gnn_jax.contrib.reproduction.command import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
-from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.runtime import checkpoint
 
 GRID = {
@@ -33,13 +32,15 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="docs/results/decoupled_tuning.json")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
-    return exit_status(run, args)
+    return exit_status(run, args, saves=False)
 
 
 def run(args) -> None:
     """Fits every grid point on every dataset; the choice reads validation accuracy only."""
-    checkpoint.check_writable_file(args.out)  # a folder or an unwritable place: refused now
+    # a folder, an unwritable place or an existing result: refused now
+    checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
     results = {}
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)
@@ -64,4 +65,4 @@ def run(args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

@@ -56,6 +56,12 @@ def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices
         raise config_lib.ConfigError(
             f"devices must be None or a whole number >= 1, got {devices!r}."
         )
+    if jax.config.jax_enable_x64:  # every program is written, and checked, in 32 bits
+        raise config_lib.ConfigError(
+            "64-bit JAX is on (JAX_ENABLE_X64 or jax.config.update('jax_enable_x64', True)): "
+            "policy-gnn-jax computes in 32 bits, and its results would silently differ. Turn it "
+            "off for this process."
+        )
     if not isinstance(progress, (bool, np.bool_)):  # numpy's bools are True or False too
         raise config_lib.ConfigError(f"progress must be True or False, got {progress!r}.")
     if seed_mode not in runner.SEED_MODES:

@@ -77,8 +77,14 @@ def test_a_damaged_checkpoint_is_named_with_the_fix(finished, small_dataset, tmp
     for path in (damaged / str(latest) / "run").rglob("*"):
         if path.is_file():
             path.write_bytes(b"garbage")
-    with pytest.raises(pg.CheckpointError, match=r"could not be read.*Delete"):
+    with pytest.raises(pg.CheckpointError, match=r"could not be read.*Delete that step"):
         pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=damaged)
+    # The advice holds: without the damaged step the run resumes from the one before it and
+    # ends as the uninterrupted run did (the whole folder need not go).
+    subprocess.run(["rm", "-r", str(damaged / str(latest))], check=True)
+    again = pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=damaged)
+    for field in COMPARED:
+        assert again.record[field] == finished[2].record[field], field
 
 
 def test_a_checkpoint_of_another_state_layout_is_a_short_clear_error(tmp_path):

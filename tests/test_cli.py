@@ -88,7 +88,7 @@ def test_show_config_prints_every_field_by_section_and_trains_nothing(capsys, tm
 
 
 def _warnings(capsys, *argv):
-    cli._warn_unused_flags(cli.build_parser().parse_args(list(argv)))
+    cli.warn_unused_flags(cli.build_parser().parse_args(list(argv)))
     return capsys.readouterr().err
 
 

@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _warnings(capsys, *argv):
-    cli._warn_unused_flags(cli.build_parser().parse_args(list(argv)))
+    cli.warn_unused_flags(cli.build_parser().parse_args(list(argv)))
     return capsys.readouterr().err
 
 

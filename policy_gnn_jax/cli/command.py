@@ -24,10 +24,17 @@ import jax
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.cli import splits
-from policy_gnn_jax.cli.flags import build_parser, config_from_args, flag_fields, show_config
+from policy_gnn_jax.cli.flags import (
+    build_parser,
+    config_from_args,
+    has_splits,
+    show_config,
+    warn_unused_flags,
+)
 from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
     INPUT_ERRORS,
     Terminated,
+    TolerantStdout,
     exit_now,
     exit_status,
     finish,
@@ -74,43 +81,10 @@ def _check_paths(args) -> None:
             )
 
 
-def _warn_unused_flags(args) -> None:
-    """A flag or `--set` field the chosen method never reads (`Method.ignores`), and a flag a
-    `--set` of the same field replaces, are said, not silently dropped."""
-    ignores = methods.get(args.method).ignores
-    try:
-        overrides = config_lib.parse_overrides(args.set or [])
-    except config_lib.ConfigError:
-        overrides = {}  # refused with its own message when the config is built
-    warned = set()
-    for flag, field, value in flag_fields(args):
-        if field in ignores and flag not in warned:
-            _warn(f"{flag} is not used by --method {args.method}.")
-        elif field in overrides and overrides[field] != value and flag not in warned:
-            shown = args.depths if flag == "--depths" else value  # as the user wrote it
-            _warn(f"--set {field}={overrides[field]} replaces {flag} {shown}.")
-        warned.add(flag)
-    if args.split != 0 and not _has_splits(args):
-        _warn(f"--split is not used by --dataset {args.dataset} (one split).")
-    for field in sorted(set(overrides) & ignores):
-        _warn(f"--set {field} is not used by --method {args.method}.")
-
-
-def _has_splits(args) -> bool:
-    """Whether the dataset is a benchmark with fixed splits (`--split`, `--splits`)."""
-    return args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
-        args.dataset
-    )
-
-
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
-
-
 def _check_args(args) -> None:
     """Everything that can be refused before loading data or training."""
     _check_paths(args)
-    _warn_unused_flags(args)
+    warn_unused_flags(args)
     if not 0 <= args.seed <= runner.MAX_SEED:
         raise runner.ResourceError(f"--seed must be in 0..{runner.MAX_SEED}, got {args.seed}.")
     if not 1 <= args.seeds <= 2**31 - 1:
@@ -120,12 +94,14 @@ def _check_args(args) -> None:
             f"--checkpoint-every must be >= 1, got {args.checkpoint_every}."
         )
     data.check_name(args.dataset)
-    if args.splits is not None and not _has_splits(args):
+    if args.splits is not None and not has_splits(args):
         raise config_lib.ConfigError(
             f"--splits needs a benchmark with fixed splits; --dataset {args.dataset} has one."
         )
     if args.splits is not None and args.split != 0:
         raise config_lib.ConfigError("pass --split K for one split or --splits for several.")
+    if args.splits is not None:  # refused now, before any folder is made
+        splits.parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
     if args.dataset.lower() in ("csbm", "planted"):
         _check_generator_args(args)
 
@@ -162,14 +138,20 @@ def main(argv=None) -> int:
     if threading.current_thread() is threading.main_thread():
         runner.clear_stop()
         handlers = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    stdout = sys.stdout = TolerantStdout(sys.stdout)
     try:
         code = _main(argv)
+        if stdout.failed is not None:  # the run went on; only its printed summary was lost
+            why = stdout.failed.strerror or stdout.failed
+            print(f"warning: standard output could not be written ({why}); the results are in "
+                  f"the files.", file=sys.stderr)  # fmt: skip
         if code == 0 and runner.stop_requested() is not None:  # noted after the last check
             print("error: interrupted after the result was saved; it is complete.",
                   file=sys.stderr)  # fmt: skip
             return 143 if runner.stop_requested() == signal.SIGTERM else 130
         return code
     finally:
+        sys.stdout = stdout.stream
         for s, handler in handlers.items():  # a caller in the same process keeps its own
             signal.signal(s, handler)
         runner.clear_stop()
@@ -210,7 +192,7 @@ def _main(argv) -> int:
         checkpoint.check_writable_dir(out)
         with outputs.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
-            if args.splits:  # one saved fit per split, and results.json over them
+            if args.splits is not None:  # one saved fit per split, and results.json over them
                 result = splits.run_splits(
                     args, config, out, functools.partial(_load, args), _fitter(args, config)
                 )
@@ -226,6 +208,9 @@ def _main(argv) -> int:
             out if made_out else None,
             2,
         )
+    except OSError as err:  # the file system refused (a name too long, a full disk, ...)
+        where = f" ({err.filename})" if err.filename else ""
+        return _fail(f"{err.strerror or err}{where}.", out if made_out else None, 2)
     except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
         code = 143 if isinstance(stop, Terminated) else 130
         return _fail(_interrupted(args, out), out if made_out else None, code)
@@ -254,7 +239,7 @@ def _fitter(args, config):
 
     def fit(ds: data.Dataset) -> api.Fit:
         checkpoint_dir = args.checkpoint_dir
-        if checkpoint_dir and args.splits:
+        if checkpoint_dir and args.splits is not None:
             checkpoint_dir = pathlib.Path(checkpoint_dir) / f"split-{ds.split}"
         return api.fit(
             ds,
@@ -284,7 +269,9 @@ def _interrupted(args, out: pathlib.Path | None) -> str:
     """Where an interrupted run can resume from, in one sentence."""
     if out is not None and (out / "fit.json").is_file():  # the signal landed after the save
         return f"interrupted after the result was saved in {out}; it is complete."
-    if args.splits and out is not None:
+    if args.splits is not None and out is not None:
+        if not any(out.glob("split-*/fit.json")):
+            return "interrupted before the first split finished; nothing was saved."
         return (
             f"interrupted; the splits finished so far are saved in {out}/split-*: run the same "
             f"command to go on from them."
@@ -319,10 +306,12 @@ def entry() -> int:
     code = main()
     if late and code == 0:
         code = late_stop(code, late[0])
-    if code in (130, 143):
-        finish(code)
     for s in held:
         signal.signal(s, lambda signum, frame: exit_now(late_stop(code, signum)))
+    # Out without the interpreter's shutdown: it puts the default handlers back, and a signal
+    # then killed the process silently; XLA's threads may still be compiling after a stop.
+    # Every file was written and closed before `main` returned.
+    exit_now(code)
     return code
 
 
@@ -367,7 +356,7 @@ def _generator_args(args) -> dict:
         }
     if args.dataset.lower() == "planted":
         return {"seed": args.csbm_seed}
-    if _has_splits(args):
+    if has_splits(args):
         return {"split": args.split}
     return {}
 
@@ -386,6 +375,6 @@ def _default_stem(args, config) -> str:
     # a file's name without its folder, or the output would land beside the data file
     path = pathlib.Path(args.dataset)
     name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
-    split = f"-split{args.split}" if _has_splits(args) else ""
-    split = "-splits" if args.splits else split
+    split = f"-split{args.split}" if has_splits(args) else ""
+    split = "-splits" if args.splits is not None else split
     return f"{name.lower()}{split}-{tag}"

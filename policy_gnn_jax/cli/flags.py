@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 import textwrap
 
 from policy_gnn_jax import config as config_lib
@@ -130,6 +131,16 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The generated graphs' flags and their defaults (csbm reads all; planted its seed).
+GENERATOR_DEFAULTS = {
+    "csbm_nodes": 3000,
+    "csbm_homophily": 0.8,
+    "csbm_seed": 0,
+    "csbm_features": 32,
+    "csbm_degree": 5.0,
+}
+CHECKPOINT_EVERY = 5
+
 # The hidden flags that set one Config field each (the field is the flag's name with "_").
 _FIELD_FLAGS = {
     "steps-per-episode": dict(type=int),
@@ -158,12 +169,10 @@ def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
     hidden = argparse.SUPPRESS
     for flag, options in _FIELD_FLAGS.items():
         p.add_argument(f"--{flag}", default=None, help=hidden, **options)
-    p.add_argument("--csbm-nodes", type=int, default=3000, help=hidden)
-    p.add_argument("--csbm-homophily", type=float, default=0.8, help=hidden)
-    p.add_argument("--csbm-seed", type=int, default=0, help=hidden)
-    p.add_argument("--csbm-features", type=int, default=32, help=hidden)
-    p.add_argument("--csbm-degree", type=float, default=5.0, help=hidden)
-    p.add_argument("--checkpoint-every", type=int, default=5, help=hidden)
+    for field, default in GENERATOR_DEFAULTS.items():
+        p.add_argument("--" + field.replace("_", "-"), type=type(default), default=default,
+                       help=hidden)  # fmt: skip
+    p.add_argument("--checkpoint-every", type=int, default=CHECKPOINT_EVERY, help=hidden)
 
 
 def config_from_args(args) -> config_lib.Config:
@@ -223,3 +232,54 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
         raise config_lib.ConfigError(
             f"--fanouts must be whole numbers separated by commas, e.g. 10,10,5; got {text!r}."
         ) from None
+
+
+def warn_unused_flags(args) -> None:
+    """A flag or `--set` field the run never reads (the method's `Method.ignores`, a generator's
+    flag on another dataset, ...), and a flag a `--set` of the same field replaces, are said,
+    not silently dropped."""
+    ignores = methods.get(args.method).ignores
+    try:
+        overrides = config_lib.parse_overrides(args.set or [])
+    except config_lib.ConfigError:
+        overrides = {}  # refused with its own message when the config is built
+    unused = set()
+    for flag, field, value in flag_fields(args):
+        if field in ignores:
+            unused.add(flag)
+        elif field in overrides and overrides[field] != value:
+            shown = args.depths if flag == "--depths" else value  # as the user wrote it
+            _warn(f"--set {field}={overrides[field]} replaces {flag} {shown}.")
+    for flag in sorted(unused, key=[f for f, _, _ in flag_fields(args)].index):
+        _warn(f"{flag} is not used by --method {args.method}.")
+    for field in sorted(set(overrides) & ignores):
+        _warn(f"--set {field} is not used by --method {args.method}.")
+    for flag in _unused_data_flags(args):
+        _warn(f"{flag} is not used by --dataset {args.dataset}.")
+    if args.checkpoint_every != CHECKPOINT_EVERY and not args.checkpoint_dir:
+        _warn("--checkpoint-every is not used without --checkpoint-dir.")
+
+
+def _unused_data_flags(args) -> list[str]:
+    name = args.dataset.lower()
+    unused = []
+    if args.split != 0 and not has_splits(args):
+        unused.append("--split")
+    generated = {"csbm": set(GENERATOR_DEFAULTS), "planted": {"csbm_seed"}}.get(name, set())
+    for field, default in GENERATOR_DEFAULTS.items():
+        if getattr(args, field) != default and field not in generated:
+            unused.append("--" + field.replace("_", "-"))
+    if args.data_dir is not None and name in ("csbm", "planted"):
+        unused.append("--data-dir")
+    return unused
+
+
+def has_splits(args) -> bool:
+    """Whether the dataset is a benchmark with fixed splits (`--split`, `--splits`)."""
+    return args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
+        args.dataset
+    )
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)

@@ -100,3 +100,40 @@ def late_stop(code: int, signum: int) -> int:
     print("error: interrupted after the run had finished; its result is complete.",
           file=sys.stderr)  # fmt: skip
     return 143 if signum == signal.SIGTERM else 130
+
+
+class TolerantStdout:
+    """Standard output that a closed pipe (`| head -1`) or a full device cannot turn into a
+    traceback after the work is done: the first failed write is remembered (`failed`), later
+    output is dropped, and the file descriptor is pointed at /dev/null so that Python's own
+    flush at exit cannot fail either."""
+
+    def __init__(self, stream):
+        self.stream, self.failed = stream, None
+
+    def write(self, text: str) -> int:
+        if self.failed is None:
+            try:
+                return self.stream.write(text)
+            except OSError as err:  # BrokenPipeError, ENOSPC, EIO, ...
+                self._give_up(err)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failed is None:
+            try:
+                self.stream.flush()
+            except OSError as err:
+                self._give_up(err)
+
+    def _give_up(self, err: OSError) -> None:
+        self.failed = err
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no file descriptor (a test's capture): nothing to flush
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from policy_gnn_jax import api, config, data, methods
-from policy_gnn_jax.runtime import checkpoint, records, saved_fit
+from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
 
 
 def parse_splits(text: str, available: int) -> list[int]:
@@ -57,6 +57,7 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
         folder = out / f"split-{k}"
         record = _saved_record(folder, ds, cfg, method, args)
         if record is None:
+            outputs.check_no_result(folder, args.overwrite, "--overwrite")  # before training
             fitted = fit(ds)
             fitted.save(folder, overwrite=args.overwrite)
             record = fitted.record
@@ -67,6 +68,10 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     summary = summarise(per_split, record, method, args)
     summary["reused_splits"] = reused
     summary["wall_time_s"] = time.perf_counter() - started
+    # A single run's files replaced by --overwrite would not belong to the sweep's results.json:
+    # its manifest first, so that the folder is never taken for that fit again.
+    for name in ("fit.json", "snapshots.npz", "dataset.npz"):
+        (out / name).unlink(missing_ok=True)
     checkpoint.atomic_write_text(out / "results.json", json.dumps(summary, indent=2))
     return summary
 
@@ -76,10 +81,14 @@ def _saved_record(folder: pathlib.Path, ds, cfg, method: str, args) -> dict | No
     manifest = folder / "fit.json"
     if not manifest.is_file():
         return None
+    saved = checkpoint.read_json(manifest)  # a damaged file is named
     expected = saved_fit.run_fingerprint(ds, cfg, method, args.seeds, args.seed)
-    if json.loads(manifest.read_text()).get("run_fingerprint") != expected:
-        return None  # another run's: `save` refuses it unless --overwrite
-    return api.load(folder).record  # checks the files against the manifest
+    if not isinstance(saved, dict) or saved.get("run_fingerprint") != expected:
+        return None  # another run's: refused below unless --overwrite
+    record = api.load(folder).record  # checks the files against the manifest
+    if record.get("seed_mode", "vmap") != args.seed_mode:  # the modes round differently
+        return None
+    return record
 
 
 def _split_row(k: int, folder: pathlib.Path, record: dict) -> dict:
@@ -105,6 +114,7 @@ def summarise(per_split: list[dict], last: dict, method: str, args) -> dict:
         "config": last["config"],
         "seeds": args.seeds,
         "seed": args.seed,
+        "seed_mode": args.seed_mode,
         "splits": [row["split"] for row in per_split],
         # mean ± std over splits of each split's mean over seeds (the literature's protocol)
         "test_accuracy": {

@@ -151,6 +151,15 @@ def validate(ds: Dataset) -> None:
     _check_labels(ds.labels, n, ds.num_classes)
     _check_edges(ds.edges, n)
     _check_splits(ds, n)
+    if ds.metric == "roc_auc":  # a split of one class has no pair to rank: its AUC means nothing
+        for split in ("train", "val", "test"):
+            present = np.unique(ds.labels[getattr(ds, f"{split}_index")])
+            if present.size < 2:
+                _fail(
+                    f"metric 'roc_auc' needs both classes in every split, but the {split} "
+                    f"nodes are all of class {present[0]}.",
+                    'Use a split with both classes, or metric="accuracy".',
+                )
 
 
 def _check_description(ds) -> None:

@@ -234,8 +234,9 @@ class Checkpointer:
         else:
             reason = f"{type(err).__name__}: {detail[:300]}{'...' if len(detail) > 300 else ''}"
         return CheckpointError(
-            f"the checkpoint {self.directory}/{step} could not be read ({reason}). Delete "
-            f"{self.directory} to start the run from scratch."
+            f"the checkpoint {self.directory}/{step} could not be read ({reason}). Delete that "
+            f"step folder to resume from the one before it, or {self.directory} to start the "
+            f"run from scratch."
         )
 
     def save(self, chunks_done: int, units_done: int, state, metrics) -> None:

@@ -167,6 +167,12 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
     """(fit.json, the record, the dataset, the snapshot leaves) of a saved fit, each file checked
     against the manifest first."""
     folder = _as_path(folder)
+    splits = sorted(p.name for p in folder.glob("split-*") if (p / "fit.json").is_file())
+    if not (folder / "fit.json").is_file() and splits:  # the command's --splits output
+        raise CheckpointError(
+            f"{folder} holds a sweep over splits, one saved fit per split: load one of them, "
+            f"e.g. {folder / splits[0]}."
+        )
     if not (folder / "fit.json").is_file():
         raise CheckpointError(
             f"{folder} holds no saved fit (no fit.json): pass a folder written by Fit.save or by "

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import sys
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
-from policy_gnn_jax.cli import exit_status
+from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction import figures, tables
 from policy_gnn_jax.runtime import checkpoint, outputs, runner
 
@@ -111,4 +110,4 @@ def run(args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

@@ -36,8 +36,17 @@ def run_or_load(
     """Runs one sweep unless a matching results.json is already saved there (same config, seeds,
     method and seed mode; records from before the mode was recorded were all vmapped). A saved
     run of anything else is replaced only with `replace` (`--overwrite`): never lost silently."""
-    with outputs.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
-        return _run_or_load(out, ds, cfg, method, seeds, seed_mode, seed, replace)
+    made = not out.exists()
+    try:
+        with outputs.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
+            return _run_or_load(out, ds, cfg, method, seeds, seed_mode, seed, replace)
+    except BaseException:  # a stop or an error: leave no empty run folder behind
+        if made:
+            try:
+                out.rmdir()  # refuses (OSError) when anything was written there
+            except OSError:
+                pass
+        raise
 
 
 def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, replace) -> dict:
