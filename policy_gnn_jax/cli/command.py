@@ -84,7 +84,6 @@ def _check_paths(args) -> None:
 def _check_args(args) -> None:
     """Everything that can be refused before loading data or training."""
     _check_paths(args)
-    warn_unused_flags(args)
     if not 0 <= args.seed <= runner.MAX_SEED:
         raise runner.ResourceError(f"--seed must be in 0..{runner.MAX_SEED}, got {args.seed}.")
     if not 1 <= args.seeds <= 2**31 - 1:
@@ -102,6 +101,7 @@ def _check_args(args) -> None:
         raise config_lib.ConfigError("pass --split K for one split or --splits for several.")
     if args.splits is not None:  # refused now, before any folder is made
         splits.parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
+    warn_unused_flags(args)  # after every refusal: a refused command's one line is its error
     if args.dataset.lower() in ("csbm", "planted"):
         _check_generator_args(args)
 

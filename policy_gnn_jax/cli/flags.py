@@ -96,6 +96,7 @@ EPILOG = """\
 Config fields by section (--show-config prints their values; docs/usage.md explains each):
 {sections}
 Generated graphs: --csbm-nodes, --csbm-homophily, --csbm-seed, --csbm-features, --csbm-degree.
+Offline: --no-download never downloads a missing file.
 Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (10).
 """
 
@@ -104,7 +105,7 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
     """Data, output, and the generic override groups."""
     io = p.add_argument_group("data and output")
     io.add_argument("--data-dir", default=None, help=f"raw files (else ${data.DATA_ENV})")
-    io.add_argument("--no-download", action="store_true", help="never download")
+    io.add_argument("--no-download", action="store_true", help=argparse.SUPPRESS)
     io.add_argument("--out", default=None, help="output folder (a new one under results/)")
     io.add_argument(
         "--overwrite", action="store_true", help="replace the result files already in --out"

@@ -258,6 +258,32 @@ def summary(values) -> dict:
     return {"mean": float(values.mean()), "std": float(values.std()), "per_seed": values.tolist()}
 
 
+def _probe_row(ds, probs, correct, distances, max_hops: int, local_homophily: bool) -> dict:
+    """The probe fitted on validation nodes, scored on validation (cross-fitted) and test."""
+    val, test = np.asarray(ds.val_index), np.asarray(ds.test_index)
+    num_depths, num_seeds = correct.shape[:2]
+    graph_part = graph_signals(ds, max_hops, distances)
+    per_seed = np.asarray(depth_signals(probs.astype(np.float32)), np.float64)
+    if local_homophily:
+        graph_part = np.concatenate([graph_part, feature_similarity(ds)[:, None]], 1)
+        estimate = predicted_homophily(ds, probs[0])[..., None]
+        per_seed = np.concatenate([per_seed, estimate], -1)
+    probe_val, probe_test, probe_counts = [], [], np.zeros(num_depths, np.int64)
+    for s in range(num_seeds):
+        signals = np.concatenate([graph_part, per_seed[s]], 1)
+        chosen_val = cross_fitted_probe_depths(signals, correct[:, s], val)
+        chosen_test = probe_depths(signals, correct[:, s], val, test)
+        probe_val.append(correct[chosen_val, s, val].mean())
+        probe_test.append(correct[chosen_test, s, test].mean())
+        probe_counts += np.bincount(chosen_test, minlength=num_depths)
+    return {
+        "val_accuracy": summary(probe_val),
+        "val_note": "cross-fitted over 5 folds of the validation nodes",
+        "test_accuracy": summary(probe_test),
+        "depth_counts_test_all_seeds": probe_counts.tolist(),
+    }
+
+
 def analyse(
     ds: data.Dataset,
     probs: np.ndarray,
@@ -310,26 +336,9 @@ def analyse(
         "test_accuracy": summary(accuracy_at(correct, smooth[:, test], test)),
         "depth_counts_test": np.bincount(smooth[0, test], minlength=len(depths)).tolist(),
     }
-    graph_part = graph_signals(ds, max_hops, distances)
-    per_seed = np.asarray(depth_signals(probs.astype(np.float32)), np.float64)
-    if local_homophily:
-        graph_part = np.concatenate([graph_part, feature_similarity(ds)[:, None]], 1)
-        estimate = predicted_homophily(ds, probs[0])[..., None]
-        per_seed = np.concatenate([per_seed, estimate], -1)
-    probe_val, probe_test, probe_counts = [], [], np.zeros(len(depths), np.int64)
-    for s in range(num_seeds):
-        signals = np.concatenate([graph_part, per_seed[s]], 1)
-        chosen_val = cross_fitted_probe_depths(signals, correct[:, s], val)
-        chosen_test = probe_depths(signals, correct[:, s], val, test)
-        probe_val.append(correct[chosen_val, s, val].mean())
-        probe_test.append(correct[chosen_test, s, test].mean())
-        probe_counts += np.bincount(chosen_test, minlength=len(depths))
-    rows["probe_on_validation_nodes"] = {
-        "val_accuracy": summary(probe_val),
-        "val_note": "cross-fitted over 5 folds of the validation nodes",
-        "test_accuracy": summary(probe_test),
-        "depth_counts_test_all_seeds": probe_counts.tolist(),
-    }
+    rows["probe_on_validation_nodes"] = _probe_row(
+        ds, probs, correct, distances, max_hops, local_homophily
+    )
     best_test = fixed_test[best].mean()
     bound = rows["upper_bound_most_often_right_depth"]["test_accuracy"]["mean"]
     for key in ("rule_most_confident_depth", "rule_smoothness_depth", "probe_on_validation_nodes"):
