@@ -29,7 +29,7 @@ import sys
 import numpy as np
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import data
+from policy_gnn_jax import data, methods
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.adaptive_depth import headroom
 from policy_gnn_jax.runtime import checkpoint, records, saved_fit
@@ -51,11 +51,9 @@ def base_config(max_depth: int, option: str) -> pg.Config:
 def fit_or_load(folder: pathlib.Path, ds, cfg, method: str, seeds: int) -> pg.Fit:
     """A saved fit of exactly this run (data, config, method, seeds) from `folder`, else a new
     one, saved there. Another run's fit in `folder` is refused by `save`, never replaced."""
-    manifest = folder / "fit.json"
-    if manifest.is_file():
-        expected = saved_fit.run_fingerprint(ds, cfg, method, seeds, 0)
-        if json.loads(manifest.read_text()).get("run_fingerprint") == expected:
-            return pg.load(folder)
+    prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
+    if saved_fit.saved_record_of(folder, ds, prepared, method, seeds, 0, "vmap") is not None:
+        return pg.load(folder)
     fitted = pg.fit(ds, cfg, method=method, seeds=seeds, progress=False)
     fitted.save(folder)
     return fitted
@@ -99,7 +97,7 @@ def choose_options(args) -> None:
     out, chosen = pathlib.Path(args.out), {}
     for name in args.datasets:
         scores = {}
-        for option in OPTIONS:
+        for option in args.options:
             cfg = base_config(args.max_depth, option)
             per_split = []
             for k in _splits(args, name):
@@ -299,6 +297,8 @@ def parse_args(argv):
     p.add_argument("--episodes", type=int, default=1000, help="MDP episodes of Policy-GNN")
     p.add_argument("--num-splits", type=int, default=10, help="the first N splits (10: all)")
     p.add_argument("--skip", nargs="*", default=[], choices=POLICIES)
+    p.add_argument("--options", nargs="+", default=list(OPTIONS), choices=OPTIONS,
+                   help="options: the combinations to choose from (all)")  # fmt: skip
     p.add_argument("--out", default="results/heterophily")
     p.add_argument("--options-json", default="docs/results/heterophily_options.json")
     p.add_argument("--results-json", default="docs/results/heterophily.json")

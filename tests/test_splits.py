@@ -62,6 +62,19 @@ def test_an_interrupted_sweep_goes_on_from_its_saved_splits(tmp_path):
     assert again["test_accuracy"]["per_split"][:2] == first["test_accuracy"]["per_split"]
 
 
+@pytest.mark.parametrize("method", ["random", "policy-gnn-plus"])
+def test_a_sweep_of_a_method_that_adjusts_its_config_is_reused_too(tmp_path, method):
+    """The random policy runs its config with `random_policy` set (`Method.prepare`): its saved
+    splits were compared with the config as given, and never reused."""
+    file = _benchmark_file(tmp_path / "bench.npz")
+    argv = _argv(file, tmp_path / "o", "--splits", "0", "--episodes", "2")
+    argv[argv.index("gcn")] = method
+    assert cli.main(argv) == 0
+    (tmp_path / "o" / "results.json").unlink()
+    assert cli.main(argv) == 0
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["reused_splits"] == [0]
+
+
 def test_a_split_folder_of_another_run_is_not_reused(tmp_path, capsys):
     file = _benchmark_file(tmp_path / "bench.npz")
     assert cli.main(_argv(file, tmp_path / "o", "--splits", "0")) == 0

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from policy_gnn_jax import api, config, data, methods
+from policy_gnn_jax import config, data, methods
 from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
 
 
@@ -55,7 +55,10 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     for k in chosen:
         ds = load(k)
         folder = out / f"split-{k}"
-        record = _saved_record(folder, ds, cfg, method, args)
+        record = saved_fit.saved_record_of(
+            folder, ds, methods.get(method).prepare(cfg), method, args.seeds, args.seed,
+            args.seed_mode,
+        )  # fmt: skip
         if record is None:
             outputs.check_no_result(folder, args.overwrite, "--overwrite")  # before training
             fitted = fit(ds)
@@ -74,21 +77,6 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
         (out / name).unlink(missing_ok=True)
     checkpoint.atomic_write_text(out / "results.json", json.dumps(summary, indent=2))
     return summary
-
-
-def _saved_record(folder: pathlib.Path, ds, cfg, method: str, args) -> dict | None:
-    """The record of the same run saved in `folder` by an earlier sweep, else None."""
-    manifest = folder / "fit.json"
-    if not manifest.is_file():
-        return None
-    saved = checkpoint.read_json(manifest)  # a damaged file is named
-    expected = saved_fit.run_fingerprint(ds, cfg, method, args.seeds, args.seed)
-    if not isinstance(saved, dict) or saved.get("run_fingerprint") != expected:
-        return None  # another run's: refused below unless --overwrite
-    record = api.load(folder).record  # checks the files against the manifest
-    if record.get("seed_mode", "vmap") != args.seed_mode:  # the modes round differently
-        return None
-    return record
 
 
 def _split_row(k: int, folder: pathlib.Path, record: dict) -> dict:

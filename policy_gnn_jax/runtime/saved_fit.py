@@ -263,3 +263,20 @@ def _read_bytes(path: pathlib.Path) -> bytes:
             f"{path} cannot be read ({err.strerror or err}): the saved fit is incomplete; save "
             f"it again."
         ) from None
+
+
+def saved_record_of(
+    folder, ds: data.Dataset, config, method: str, seeds: int, seed: int, seed_mode: str
+) -> dict | None:
+    """The record of the fit saved in `folder` when it is exactly this run: the same data, config
+    (as the method runs it: `Method.prepare`), method, seeds, base seed and seed mode; else None
+    (nothing there, or another run's). A damaged file raises CheckpointError naming it."""
+    manifest = pathlib.Path(folder) / "fit.json"
+    if not manifest.is_file():
+        return None
+    saved = checkpoint.read_json(manifest)
+    expected = run_fingerprint(ds, config, method, seeds, seed)
+    if not isinstance(saved, dict) or saved.get("run_fingerprint") != expected:
+        return None
+    _, record, _, _ = read(folder)  # every file checked against the manifest
+    return record if record.get("seed_mode", "vmap") == seed_mode else None

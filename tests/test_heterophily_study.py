@@ -1,0 +1,70 @@
+"""experiments/heterophily.py end to end on one split of Texas, made small: the options are
+chosen by validation, the study's table holds every row, its numbers are the runs' own, and a
+second run reuses the cached runs."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from test_heterophily import HETEROPHILY_DIR, _need
+
+import policy_gnn_jax as pg
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _study(tmp_path, what, *extra):
+    argv = [sys.executable, "experiments/heterophily.py", what, "--datasets", "texas",
+            "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1", "--max-depth", "1",
+            "--num-splits", "1", "--episodes", "2", "--out", str(tmp_path / "runs"),
+            "--options-json", str(tmp_path / "options.json"),
+            "--results-json", str(tmp_path / "results.json"),
+            "--figure", str(tmp_path / "depths.png"), *extra]  # fmt: skip
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def studied(tmp_path_factory):
+    _need("texas.npz")
+    tmp_path = tmp_path_factory.mktemp("study")
+    options = _study(tmp_path, "options", "--options", "plain", "ego")
+    assert options.returncode == 0, options.stderr
+    study = _study(tmp_path, "study")
+    assert study.returncode == 0, study.stderr
+    return tmp_path
+
+
+def test_the_options_are_chosen_by_validation(studied):
+    chosen = json.loads((studied / "options.json").read_text())["texas"]
+    scores = {k: v["val"]["mean"] for k, v in chosen["scores"].items()}
+    assert set(scores) == {"plain", "ego"}
+    assert chosen["chosen_by_val"] == max(scores, key=scores.get)
+
+
+def test_the_table_holds_every_row_and_the_runs_own_numbers(studied):
+    result = json.loads((studied / "results.json").read_text())["datasets"]["texas"]
+    rows = result["rows"]
+    for key in ("best fixed depth (val)", "policy-gnn", "random", "policy-gnn-plus",
+                "headroom: probe_on_validation_nodes",
+                "headroom: upper_bound_most_often_right_depth"):  # fmt: skip
+        assert key in rows, key
+    option = result["backbone_options"]
+    fit = pg.load(studied / "runs" / "texas" / option / "split-0" / "policy-gnn")
+    assert rows["policy-gnn"]["test"]["mean"] == pytest.approx(
+        np.mean(fit.record["test_accuracy"]["per_seed"])
+    )
+    table = (studied / "results.md").read_text()
+    assert "(reads test labels)" in table and "published: MLP" in table
+    assert (studied / "depths.png").stat().st_size > 1000
+
+
+def test_a_second_study_reuses_its_runs(studied):
+    before = (studied / "runs" / "texas").stat().st_mtime
+    fit_json = next((studied / "runs" / "texas").rglob("policy-gnn/fit.json"))
+    stamp = fit_json.stat().st_mtime_ns
+    again = _study(studied, "study")
+    assert again.returncode == 0, again.stderr
+    assert fit_json.stat().st_mtime_ns == stamp and before is not None
