@@ -30,9 +30,9 @@ import numpy as np
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data, methods
-from policy_gnn_jax.cli import exit_status, finish
+from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.contrib.adaptive_depth import headroom
-from policy_gnn_jax.runtime import checkpoint, records, saved_fit
+from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
 
 OPTIONS = {
     "plain": dict(ego_head=False, layer_norm=False),
@@ -48,14 +48,18 @@ def base_config(max_depth: int, option: str) -> pg.Config:
     return pg.Config.decoupled(min_depth=0, max_depth=max_depth, **OPTIONS[option])
 
 
-def fit_or_load(folder: pathlib.Path, ds, cfg, method: str, seeds: int) -> pg.Fit:
+def fit_or_load(
+    folder: pathlib.Path, ds, cfg, method: str, seeds: int, overwrite: bool = False
+) -> pg.Fit:
     """A saved fit of exactly this run (data, config, method, seeds) from `folder`, else a new
-    one, saved there. Another run's fit in `folder` is refused by `save`, never replaced."""
+    one, saved there. Another run's fit in `folder` is refused before training unless
+    `overwrite` (--overwrite), never replaced silently."""
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
     if saved_fit.saved_record_of(folder, ds, prepared, method, seeds, 0, "vmap") is not None:
         return pg.load(folder)
+    outputs.check_no_result(folder, overwrite, "--overwrite")
     fitted = pg.fit(ds, cfg, method=method, seeds=seeds, progress=False)
-    fitted.save(folder)
+    fitted.save(folder, overwrite=overwrite)
     return fitted
 
 
@@ -65,9 +69,13 @@ def fixed_depths(ds, cfg: pg.Config, seeds: int, folder: pathlib.Path) -> dict:
     path = folder / "fixed.npz"
     tag = json.dumps([dataclasses.asdict(cfg), seeds, ds.fingerprint()], sort_keys=True)
     if path.exists():
-        with np.load(path) as z:
-            if str(z["tag"]) == tag:
-                return {k: z[k] for k in ("probs", "val", "test", "depths")}
+        try:
+            with np.load(path) as z:
+                if str(z["tag"]) == tag:
+                    return {k: z[k] for k in ("probs", "val", "test", "depths")}
+        except Exception as err:  # the cache is this script's own: a damaged one is made again
+            print(f"warning: {path} could not be read ({type(err).__name__}); training its "
+                  f"runs again.", file=sys.stderr)  # fmt: skip
     depths = np.arange(cfg.min_depth, cfg.max_depth + 1)
     nodes = np.arange(ds.num_nodes)
     probs, val, test = [], [], []
@@ -132,7 +140,7 @@ def study(args) -> None:
             print(f"{name} split {k}: done", flush=True)
         summary[name] = {"backbone_options": option, "metric": ds.metric,
                          "rows": {key: _over_splits(v) for key, v in rows.items()}}  # fmt: skip
-        depth_points[name] = np.concatenate(points)
+        depth_points[name] = np.concatenate(points) if points else np.zeros((0, 3))
     result = {"seeds": args.seeds, "max_depth": args.max_depth, "datasets": summary}
     _merge_json(pathlib.Path(args.results_json), result["datasets"], extra=result)
     _write_table(pathlib.Path(args.results_json).with_suffix(".md"), summary, args)
@@ -162,7 +170,8 @@ def _split_rows(ds, cfg, fixed, args, folder, points) -> dict:
         if method in args.skip:
             continue
         cfg_m = dataclasses.replace(cfg, num_episodes=args.episodes)
-        fitted = fit_or_load(folder / method, ds, cfg_m, method, args.seeds)
+        run = folder / f"{method}-s{args.seeds}-e{args.episodes}"
+        fitted = fit_or_load(run, ds, cfg_m, method, args.seeds, args.overwrite)
         rec = fitted.record
         rows[method] = {"val": rec["val_accuracy"]["per_seed"],
                         "test": rec["test_accuracy"]["per_seed"]}  # fmt: skip
@@ -303,19 +312,45 @@ def parse_args(argv):
     p.add_argument("--options-json", default="docs/results/heterophily_options.json")
     p.add_argument("--results-json", default="docs/results/heterophily.json")
     p.add_argument("--figure", default="docs/figures/heterophily_depths.png")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace a saved policy run that differs"
+    )
     return p.parse_args(argv)
 
 
 def run(args) -> None:
+    """Refuses bad arguments and unusable files before any training, then runs the command."""
+    require_at_least_one(seeds=args.seeds, episodes=args.episodes, num_splits=args.num_splits)
+    if args.max_depth < 0:
+        raise pg.ConfigError(f"--max-depth must be >= 0 (depths 0..K), got {args.max_depth}.")
+    for flag in ("options_json", "results_json"):
+        if pathlib.Path(getattr(args, flag)).suffix.lower() != ".json":  # the table is its .md
+            raise pg.ConfigError(f"--{flag.replace('_', '-')} must name a .json file.")
     for path in (args.options_json, args.results_json, args.figure):
         checkpoint.check_writable_file(path)  # merged into (the figure replaced)
-    for path in (args.options_json, args.results_json):  # before the sweeps, not after
-        if pathlib.Path(path).exists() and not isinstance(_read_json(pathlib.Path(path)), dict):
-            raise checkpoint.CheckpointError(
-                f"{path} does not hold a JSON object, so results cannot be merged into it: "
-                f"move it away, or pass another file."
-            )
+    checkpoint.check_writable_dir(args.out)
+    _check_merged(pathlib.Path(args.options_json), pathlib.Path(args.results_json))
     (choose_options if args.what == "options" else study)(args)
+
+
+def _check_merged(options: pathlib.Path, results: pathlib.Path) -> None:
+    """The JSON files merged into hold what this script wrote, checked before the sweeps."""
+    for path in (options, results):
+        try:
+            value = _read_json(path)
+        except checkpoint.CheckpointError:
+            value = None
+        shape_ok = isinstance(value, dict) and (
+            path != results or isinstance(value.get("datasets", {}), dict)
+        )
+        if path == options and shape_ok:
+            shape_ok = all(isinstance(v, dict) and v.get("chosen_by_val") in OPTIONS
+                           for v in value.values())  # fmt: skip
+        if not shape_ok:
+            raise checkpoint.CheckpointError(
+                f"{path} is not a JSON file this script wrote, so its results cannot be merged "
+                f"into it: move it away, or pass another file."
+            )
 
 
 def main(argv=None) -> int:

@@ -52,7 +52,7 @@ def test_the_table_holds_every_row_and_the_runs_own_numbers(studied):
                 "headroom: upper_bound_most_often_right_depth"):  # fmt: skip
         assert key in rows, key
     option = result["backbone_options"]
-    fit = pg.load(studied / "runs" / "texas" / option / "split-0" / "policy-gnn")
+    fit = pg.load(studied / "runs" / "texas" / option / "split-0" / "policy-gnn-s1-e2")
     assert rows["policy-gnn"]["test"]["mean"] == pytest.approx(
         np.mean(fit.record["test_accuracy"]["per_seed"])
     )
@@ -63,7 +63,7 @@ def test_the_table_holds_every_row_and_the_runs_own_numbers(studied):
 
 def test_a_second_study_reuses_its_runs(studied):
     before = (studied / "runs" / "texas").stat().st_mtime
-    fit_json = next((studied / "runs" / "texas").rglob("policy-gnn/fit.json"))
+    fit_json = next((studied / "runs" / "texas").rglob("policy-gnn-s1-e2/fit.json"))
     stamp = fit_json.stat().st_mtime_ns
     again = _study(studied, "study")
     assert again.returncode == 0, again.stderr

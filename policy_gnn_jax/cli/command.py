@@ -97,7 +97,7 @@ def _check_args(args) -> None:
         raise config_lib.ConfigError(
             f"--splits needs a benchmark with fixed splits; --dataset {args.dataset} has one."
         )
-    if args.splits is not None and args.split != 0:
+    if args.splits is not None and args.split is not None:
         raise config_lib.ConfigError("pass --split K for one split or --splits for several.")
     if args.splits is not None:  # refused now, before any folder is made
         splits.parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
@@ -175,7 +175,7 @@ def _main(argv) -> int:
     except KeyboardInterrupt as stop:  # a long command line takes a while to read
         print("error: interrupted while reading the arguments; nothing was run.", file=sys.stderr)
         return 143 if isinstance(stop, Terminated) else 130
-    out, made_out = None, False
+    out, made_out, before = None, False, None
     try:
         if not args.show_config:  # which needs no device
             start_backend()
@@ -189,6 +189,7 @@ def _main(argv) -> int:
         else:  # a new folder of its own: runs started together never share one
             out, made_out = outputs.new_folder("results", _default_stem(args, config)), True
         outputs.check_no_result(out, args.overwrite, "--overwrite")  # before creating anything
+        before = _result_stamp(args, out)  # what a result there was before this run
         checkpoint.check_writable_dir(out)
         with outputs.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
@@ -213,7 +214,7 @@ def _main(argv) -> int:
         return _fail(f"{err.strerror or err}{where}.", out if made_out else None, 2)
     except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
         code = 143 if isinstance(stop, Terminated) else 130
-        return _fail(_interrupted(args, out), out if made_out else None, code)
+        return _fail(_interrupted(args, out, before), out if made_out else None, code)
     try:
         _report(result, out)
     except KeyboardInterrupt as stop:  # the result is saved already: say so, in one line
@@ -265,20 +266,37 @@ def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
     return code
 
 
-def _interrupted(args, out: pathlib.Path | None) -> str:
-    """Where an interrupted run can resume from, in one sentence."""
-    if out is not None and (out / "fit.json").is_file():  # the signal landed after the save
+def _result_stamp(args, out: pathlib.Path | None):
+    """The identity of the result file in `out` (None: none): a changed one is this run's."""
+    path = out / ("results.json" if args.splits is not None else "fit.json") if out else None
+    try:
+        info = path.stat() if path is not None else None
+    except OSError:
+        return None
+    return None if info is None else (info.st_ino, info.st_mtime_ns)
+
+
+def _interrupted(args, out: pathlib.Path | None, before=None) -> str:
+    """Where an interrupted run can resume from, in one sentence. `before`: `_result_stamp` at
+    the start (an --overwrite run's folder holds the previous result until the new one lands)."""
+    stamp = _result_stamp(args, out)
+    if stamp is not None and stamp != before:  # the signal landed after this run's save
         return f"interrupted after the result was saved in {out}; it is complete."
     if args.splits is not None and out is not None:
-        if not any(out.glob("split-*/fit.json")):
+        if any(out.glob("split-*/fit.json")):
+            return (
+                f"interrupted; the splits finished so far are saved in {out}/split-*: run the "
+                f"same command to go on from them."
+            )
+        if not args.checkpoint_dir:
             return "interrupted before the first split finished; nothing was saved."
-        return (
-            f"interrupted; the splits finished so far are saved in {out}/split-*: run the same "
-            f"command to go on from them."
-        )
     if not args.checkpoint_dir:
         return "interrupted; nothing was saved (pass --checkpoint-dir DIR to make a run resumable)."
-    folder = _current_checkpoint_dir(pathlib.Path(args.checkpoint_dir).absolute())
+    folder = pathlib.Path(args.checkpoint_dir).absolute()
+    if args.splits is not None:  # each split checkpoints in a folder of its own
+        started = sorted(folder.glob("split-*"), key=lambda p: p.stat().st_mtime)
+        folder = started[-1] if started else folder
+    folder = _current_checkpoint_dir(folder)
     steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit()]
     if not steps:
         return f"interrupted before the first checkpoint in {folder}; nothing to resume from."
@@ -357,7 +375,7 @@ def _generator_args(args) -> dict:
     if args.dataset.lower() == "planted":
         return {"seed": args.csbm_seed}
     if has_splits(args):
-        return {"split": args.split}
+        return {"split": args.split or 0}
     return {}
 
 
@@ -375,6 +393,6 @@ def _default_stem(args, config) -> str:
     # a file's name without its folder, or the output would land beside the data file
     path = pathlib.Path(args.dataset)
     name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
-    split = f"-split{args.split}" if has_splits(args) else ""
+    split = f"-split{args.split or 0}" if has_splits(args) else ""
     split = "-splits" if args.splits is not None else split
     return f"{name.lower()}{split}-{tag}"

@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, default=10, help="how many seeds (10)")
     run.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
     run.add_argument(
-        "--split", type=int, default=0, help="which fixed split of a heterophilous benchmark (0)"
+        "--split", type=int, default=None, help="which fixed split of a heterophilous benchmark (0)"
     )
     run.add_argument(
         "--splits",
@@ -264,7 +264,7 @@ def warn_unused_flags(args) -> None:
 def _unused_data_flags(args) -> list[str]:
     name = args.dataset.lower()
     unused = []
-    if args.split != 0 and not has_splits(args):
+    if args.split is not None and not has_splits(args):
         unused.append("--split")
     generated = {"csbm": set(GENERATOR_DEFAULTS), "planted": {"csbm_seed"}}.get(name, set())
     for field, default in GENERATOR_DEFAULTS.items():

@@ -33,6 +33,7 @@ def exit_status(command, *args, saves: bool = True) -> int:
     if threading.current_thread() is threading.main_thread():  # SIGTERM as one line too
         runner.clear_stop()
         previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    stdout = sys.stdout = TolerantStdout(sys.stdout)  # a closed pipe costs the printing only
     try:
         command(*args)
     except INPUT_ERRORS as err:
@@ -46,6 +47,11 @@ def exit_status(command, *args, saves: bool = True) -> int:
         print(f"error: interrupted{kept}.", file=sys.stderr)
         return 143 if isinstance(stop, Terminated) else 130
     finally:
+        sys.stdout = stdout.stream
+        if stdout.failed is not None:
+            why = stdout.failed.strerror or stdout.failed
+            print(f"warning: standard output could not be written ({why}); the results are in "
+                  f"the files.", file=sys.stderr)  # fmt: skip
         for s, handler in previous.items():
             signal.signal(s, handler)
         runner.clear_stop()

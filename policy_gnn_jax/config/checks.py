@@ -139,7 +139,8 @@ def _validate_backbone_and_engine(c) -> None:
     _check(
         c.backbone == "decoupled" or not (c.ego_head or c.layer_norm),
         f"ego_head and layer_norm are options of the decoupled backbone, not of {c.backbone!r}: "
-        f"add --backbone decoupled.",
+        f"set the backbone to decoupled (--backbone decoupled, with no --set backbone= naming "
+        f"another).",
     )
     _check(
         c.matmul_precision in MATMUL_PRECISIONS,

@@ -158,7 +158,8 @@ def validate(ds: Dataset) -> None:
                 _fail(
                     f"metric 'roc_auc' needs both classes in every split, but the {split} "
                     f"nodes are all of class {present[0]}.",
-                    'Use a split with both classes, or metric="accuracy".',
+                    "Use a split with both classes (or, for a Dataset built in Python, "
+                    'metric="accuracy").',
                 )
 
 

@@ -236,6 +236,13 @@ def _to_dataset(name: str, arrays: dict, split: int, path: pathlib.Path) -> Data
         # The checks from_arrays runs on a user's arrays, on the file's values as stored.
         features = arrays_lib._as_features(arrays["node_features"])
         labels, classes = arrays_lib._as_labels(labels, n, None)
+        present = np.unique(labels[labels >= 0])
+        if present.size == 2 and classes != 2:  # two classes numbered otherwise than 0 and 1
+            raise InvalidDatasetError(
+                f"the labels hold two classes, numbered {present.tolist()}: number them 0 and 1 "
+                f"(1 the positive class), so that the graph is scored as a two-class one (ROC "
+                f"AUC), not as {classes} classes by accuracy."
+            )
         return Dataset(
             name=name,
             features=features,
