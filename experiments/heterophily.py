@@ -105,7 +105,7 @@ def choose_options(args) -> None:
     out, chosen = pathlib.Path(args.out), {}
     for name in args.datasets:
         scores = {}
-        for option in args.options:
+        for option in args.options or list(OPTIONS):
             cfg = base_config(args.max_depth, option)
             per_split = []
             for k in _splits(args, name):
@@ -129,6 +129,8 @@ def study(args) -> None:
     summary, depth_points = {}, {}
     for name in args.datasets:
         option = chosen.get(name, {}).get("chosen_by_val", "plain")
+        if args.options is not None:  # the user's one choice, over the chosen one
+            option = args.options[0]
         cfg = base_config(args.max_depth, option)
         rows, points = {}, []
         for k in _splits(args, name):
@@ -306,8 +308,9 @@ def parse_args(argv):
     p.add_argument("--episodes", type=int, default=1000, help="MDP episodes of Policy-GNN")
     p.add_argument("--num-splits", type=int, default=10, help="the first N splits (10: all)")
     p.add_argument("--skip", nargs="*", default=[], choices=POLICIES)
-    p.add_argument("--options", nargs="+", default=list(OPTIONS), choices=OPTIONS,
-                   help="options: the combinations to choose from (all)")  # fmt: skip
+    p.add_argument("--options", nargs="+", default=None, choices=OPTIONS,
+                   help="options: the combinations to choose from (all); study: the one to use "
+                   "instead of the one chosen")  # fmt: skip
     p.add_argument("--out", default="results/heterophily")
     p.add_argument("--options-json", default="docs/results/heterophily_options.json")
     p.add_argument("--results-json", default="docs/results/heterophily.json")
@@ -321,6 +324,8 @@ def parse_args(argv):
 def run(args) -> None:
     """Refuses bad arguments and unusable files before any training, then runs the command."""
     require_at_least_one(seeds=args.seeds, episodes=args.episodes, num_splits=args.num_splits)
+    if args.what == "study" and args.options is not None and len(args.options) != 1:
+        raise pg.ConfigError("study --options takes one combination: the one to run.")
     if args.max_depth < 0:
         raise pg.ConfigError(f"--max-depth must be >= 0 (depths 0..K), got {args.max_depth}.")
     for flag in ("options_json", "results_json"):

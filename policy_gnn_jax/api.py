@@ -133,7 +133,11 @@ def fit(
     """
     config = config_lib.Config.paper() if config is None else config
     _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode)
-    progress = bool(progress)
+    if isinstance(seed, bool | np.bool_):
+        raise config_lib.ConfigError(f"seed must be a whole number, got {seed!r}.")
+    # numpy integers are welcome, as Python's: the record and the fingerprints are JSON
+    seed = int(seed) if isinstance(seed, np.integer) else seed
+    seeds, progress = int(seeds), bool(progress)
     entry = methods.get(method)
     _check_custom(entry, backbone, agent)
     config = entry.prepare(config)
@@ -350,7 +354,12 @@ def load(
         raise checkpoint.CheckpointError(
             f"{out}/fit.json holds a config this version cannot use ({err}): save the fit again."
         ) from None
+    _check_custom(methods.get(meta["method"]), backbone, agent)
     given = {"backbone": backbone, "agent": agent}
+    for part in set(given) - set(meta.get("custom", ())):  # passed for a built-in one
+        if given[part] is not None:
+            raise checkpoint.CheckpointError(f"{out} was trained with the built-in {part}: "
+                                             f"load it without {part}=.")  # fmt: skip
     for part in meta.get("custom", ()):
         if given.get(part) is None:
             raise checkpoint.CheckpointError(

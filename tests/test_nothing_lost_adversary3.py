@@ -142,7 +142,7 @@ def test_the_interrupt_line_names_the_folder_checkpoints_were_rescued_to(tmp_pat
     (rescued / "3").mkdir(parents=True)
     (tmp_path / "ck.rescued-20261127-073312-959351-1").mkdir()  # another process's
     args = cli.build_parser().parse_args(["--checkpoint-dir", str(ck)])
-    line = cli._interrupted(args, None)
+    line = cli.interrupted_line(args, None)
     assert str(rescued) in line and "(chunk 3)" in line, line
 
 

@@ -167,10 +167,10 @@ def test_a_damaged_split_manifest_is_named(tmp_path, capsys, content):
 
 def test_an_interrupt_before_the_first_split_says_nothing_was_saved(tmp_path):
     args = cli.build_parser().parse_args(["--dataset", "x.npz", "--splits", "all"])
-    assert "before the first split finished" in cli._interrupted(args, tmp_path)
+    assert "before the first split finished" in cli.interrupted_line(args, tmp_path)
     (tmp_path / "split-0").mkdir()
     (tmp_path / "split-0" / "fit.json").write_text("{}")
-    assert "finished so far are saved" in cli._interrupted(args, tmp_path)
+    assert "finished so far are saved" in cli.interrupted_line(args, tmp_path)
 
 
 def test_a_run_folder_interrupted_before_its_result_is_removed(tmp_path, monkeypatch):

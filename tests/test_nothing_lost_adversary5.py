@@ -30,18 +30,18 @@ def test_an_overwrite_stopped_before_its_save_is_not_called_complete(tmp_path):
     out.mkdir()
     (out / "fit.json").write_text("{}")
     args = _args("--out", str(out), "--overwrite")
-    before = cli._result_stamp(args, out)
-    assert "complete" not in cli._interrupted(args, out, before)
+    before = cli.result_stamp(args, out)
+    assert "complete" not in cli.interrupted_line(args, out, before)
     (out / "new.json").write_text("{}")
     os.replace(out / "new.json", out / "fit.json")  # as the save publishes a new file
-    assert "it is complete" in cli._interrupted(args, out, before)
+    assert "it is complete" in cli.interrupted_line(args, out, before)
 
 
 def test_a_stopped_sweep_with_checkpoints_names_them(tmp_path):
     """Before: "nothing was saved" while <checkpoint-dir>/split-0 held checkpoints to resume."""
     (tmp_path / "ck" / "split-0" / "2").mkdir(parents=True)
     args = _args("--dataset", "x.npz", "--splits", "0-1", "--checkpoint-dir", str(tmp_path / "ck"))
-    line = cli._interrupted(args, tmp_path / "o")
+    line = cli.interrupted_line(args, tmp_path / "o")
     assert str(tmp_path / "ck" / "split-0") in line and "(chunk 2)" in line, line
 
 

@@ -31,6 +31,7 @@ from policy_gnn_jax.cli.flags import (
     show_config,
     warn_unused_flags,
 )
+from policy_gnn_jax.cli.interrupts import interrupted_line, result_stamp
 from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
     INPUT_ERRORS,
     Terminated,
@@ -189,7 +190,7 @@ def _main(argv) -> int:
         else:  # a new folder of its own: runs started together never share one
             out, made_out = outputs.new_folder("results", _default_stem(args, config)), True
         outputs.check_no_result(out, args.overwrite, "--overwrite")  # before creating anything
-        before = _result_stamp(args, out)  # what a result there was before this run
+        before = result_stamp(args, out)  # what a result there was before this run
         checkpoint.check_writable_dir(out)
         with outputs.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
@@ -214,7 +215,7 @@ def _main(argv) -> int:
         return _fail(f"{err.strerror or err}{where}.", out if made_out else None, 2)
     except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
         code = 143 if isinstance(stop, Terminated) else 130
-        return _fail(_interrupted(args, out, before), out if made_out else None, code)
+        return _fail(interrupted_line(args, out, before), out if made_out else None, code)
     try:
         _report(result, out)
     except KeyboardInterrupt as stop:  # the result is saved already: say so, in one line
@@ -242,7 +243,7 @@ def _fitter(args, config):
         checkpoint_dir = args.checkpoint_dir
         if checkpoint_dir and args.splits is not None:
             checkpoint_dir = pathlib.Path(checkpoint_dir) / f"split-{ds.split}"
-        return api.fit(
+        fitted = api.fit(
             ds,
             config,
             method=args.method,
@@ -254,6 +255,9 @@ def _fitter(args, config):
             devices=args.devices,
             seed_mode=args.seed_mode,
         )
+        if args.dataset.lower() in ("csbm", "planted"):  # how to make the same graph again
+            fitted.record["generator"] = _generator_args(args)
+        return fitted
 
     return fit
 
@@ -264,53 +268,6 @@ def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
         _remove_if_empty(made)
     print(f"error: {message}", file=sys.stderr)
     return code
-
-
-def _result_stamp(args, out: pathlib.Path | None):
-    """The identity of the result file in `out` (None: none): a changed one is this run's."""
-    path = out / ("results.json" if args.splits is not None else "fit.json") if out else None
-    try:
-        info = path.stat() if path is not None else None
-    except OSError:
-        return None
-    return None if info is None else (info.st_ino, info.st_mtime_ns)
-
-
-def _interrupted(args, out: pathlib.Path | None, before=None) -> str:
-    """Where an interrupted run can resume from, in one sentence. `before`: `_result_stamp` at
-    the start (an --overwrite run's folder holds the previous result until the new one lands)."""
-    stamp = _result_stamp(args, out)
-    if stamp is not None and stamp != before:  # the signal landed after this run's save
-        return f"interrupted after the result was saved in {out}; it is complete."
-    if args.splits is not None and out is not None:
-        if any(out.glob("split-*/fit.json")):
-            return (
-                f"interrupted; the splits finished so far are saved in {out}/split-*: run the "
-                f"same command to go on from them."
-            )
-        if not args.checkpoint_dir:
-            return "interrupted before the first split finished; nothing was saved."
-    if not args.checkpoint_dir:
-        return "interrupted; nothing was saved (pass --checkpoint-dir DIR to make a run resumable)."
-    folder = pathlib.Path(args.checkpoint_dir).absolute()
-    if args.splits is not None:  # each split checkpoints in a folder of its own
-        started = sorted(folder.glob("split-*"), key=lambda p: p.stat().st_mtime)
-        folder = started[-1] if started else folder
-    folder = _current_checkpoint_dir(folder)
-    steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit()]
-    if not steps:
-        return f"interrupted before the first checkpoint in {folder}; nothing to resume from."
-    return (
-        f"interrupted; the last checkpoint is in {folder} (chunk {max(steps)}): run the same "
-        f"command to resume from it."
-    )
-
-
-def _current_checkpoint_dir(folder: pathlib.Path) -> pathlib.Path:
-    """Where this run's checkpoints are now: `folder`, or the `<folder>.rescued-*-<pid>` this
-    process moved them to when the folder's lock was lost (the one written last)."""
-    rescued = list(folder.parent.glob(f"{folder.name}.rescued-*-{os.getpid()}"))
-    return max(rescued, key=lambda p: p.stat().st_mtime) if rescued else folder
 
 
 def entry() -> int:

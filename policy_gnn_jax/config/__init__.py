@@ -156,7 +156,9 @@ class Config:
         regularisation chosen on `dataset`'s validation nodes where it was tuned
         (`experiments/tune_decoupled.py`; docs/adaptive-depth.md, "The decoupled backbone")."""
         base = dict(DECOUPLED_DEFAULTS)
-        base.update(DECOUPLED_TUNED.get((dataset or "").lower(), {}))
+        if dataset is not None and not isinstance(dataset, str):
+            raise ConfigError(f"dataset must be a dataset's name or None, got {dataset!r}.")
+        base.update(DECOUPLED_TUNED.get((dataset or "").strip().lower(), {}))
         base.update(overrides)
         return cls(**base)
 

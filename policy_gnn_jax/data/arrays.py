@@ -271,7 +271,16 @@ def from_jraph(
     Edge features (`graph.edges`) are not used: Â's weights come from the structure alone.
     Everything else is as `from_arrays`.
     """
+    fields = ("nodes", "senders", "receivers", "n_node")
+    if not all(hasattr(graph, f) for f in fields) or graph.n_node is None:
+        _fail(
+            f"graph must be a jraph.GraphsTuple with nodes, senders, receivers and n_node, got "
+            f"{type(graph).__name__}.",
+            "Build one with jraph.GraphsTuple(nodes=X, senders=s, receivers=r, n_node=[N], ...).",
+        )
     n_node = np.asarray(graph.n_node).reshape(-1)
+    if not np.issubdtype(n_node.dtype, np.integer):
+        _fail(f"n_node must hold whole numbers, got {n_node.tolist()}.", "Pass n_node=[N].")
     if n_node.size != 1:
         _fail(
             f"the GraphsTuple holds {n_node.size} graphs.",
@@ -295,6 +304,13 @@ def from_jraph(
             f"senders {senders.shape} and receivers {receivers.shape} must be 1-D arrays of "
             f"one length.",
             "Pass one sender and one receiver per edge.",
+        )
+    n_edge = getattr(graph, "n_edge", None)
+    if n_edge is not None and np.asarray(n_edge).reshape(-1).tolist() != [senders.size]:
+        _fail(
+            f"the GraphsTuple's n_edge says {np.asarray(n_edge).reshape(-1).tolist()}, but "
+            f"there are {senders.size} senders.",
+            "Make n_edge the number of edges ([E]).",
         )
     if graph.edges is not None:
         warnings.warn("from_jraph: edge features are ignored (Â is built from the structure).")

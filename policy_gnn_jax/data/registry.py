@@ -19,6 +19,9 @@ def check_name(name: str | os.PathLike) -> str:
     """The lower-cased name, or the path unchanged for an existing file ending in .npz (read by
     `load_heterophily`); DataError for anything else (a typo is an error, never a dataset
     "skipped" for missing files)."""
+    if not isinstance(name, str | os.PathLike):
+        raise DataError(f"the dataset's name must be text or a path, got {type(name).__name__}.")
+    name = os.fspath(name)
     if is_npz_path(name):
         if pathlib.Path(name).is_dir():
             raise DataError(
@@ -40,12 +43,25 @@ def check_name(name: str | os.PathLike) -> str:
     return name.lower()
 
 
+# Datasets with one fixed split and no arguments.
+PLANETOID_LIKE = ("cora", "citeseer", "pubmed", "ogbn-arxiv")
+
+
 def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> Dataset:
     """Loads a Planetoid dataset, ogbn-arxiv or a heterophilous benchmark (a name in
     HETEROPHILY_NAMES or a .npz path; keyword `split`, default 0, picks one of its fixed splits),
     or generates `csbm` / `planted` (keyword arguments go to the generator). Raises DataError for
     an unknown name."""
     name = check_name(name)
+    takes = {"csbm": None, "planted": None}.get(
+        name, ("split",) if name not in PLANETOID_LIKE else ()
+    )
+    unused = sorted(set(kwargs) - set(takes)) if takes is not None else []
+    if unused:
+        raise DataError(
+            f"{name} takes no {', '.join(unused)} (only the generated graphs csbm and planted take "
+            f"generator arguments, and the benchmarks with fixed splits take split)."
+        )
     if name == "csbm":
         return make_csbm(**kwargs)
     if name == "planted":

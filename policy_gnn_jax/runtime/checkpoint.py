@@ -226,6 +226,12 @@ class Checkpointer:
 
     def _corrupt(self, step, err) -> CheckpointError:
         detail = " ".join(str(err).split())  # one line: orbax and tensorstore span many
+        if "opology mismatch" in detail or "device mesh" in detail.lower():
+            return CheckpointError(
+                f"the checkpoint {self.directory}/{step} was written with another set of devices "
+                f"than this process has: resume it with the same devices (the same --devices and "
+                f"XLA_FLAGS as the run that wrote it); the checkpoints themselves are intact."
+            )
         if "Structure mismatch" in detail or "not found in" in detail:
             # orbax lists every saved key here: thousands of characters that hide the reason.
             reason = (

@@ -113,11 +113,23 @@ def eval_probs(ctx: PlusContext, params) -> jax.Array:
     return jax.nn.softmax(ctx.backbone.logits(params, None), -1)
 
 
+def stratified(order: jax.Array, labels: jax.Array, num_classes: int) -> jax.Array:
+    """`order` (a random permutation of positions) rearranged so that every prefix holds each
+    class in proportion: positions sorted by their rank within their class, as a fraction of
+    the class's size (ties keep the random order)."""
+    onehot = jax.nn.one_hot(labels[order], num_classes, dtype=jnp.int32)
+    rank = jnp.take_along_axis(jnp.cumsum(onehot, 0) - onehot, labels[order][:, None], 1)[:, 0]
+    share = (rank + 0.5) / onehot.sum(0)[labels[order]]
+    return order[jnp.argsort(share, stable=True)]
+
+
 def init(ctx: PlusContext, key: jax.Array) -> PlusState:
     key, k_params, k_split = jax.random.split(key, 3)
     params = ctx.backbone.init(k_params)
     val = ctx.graph.val_index
     order = jax.random.permutation(k_split, val.shape[0])
+    if ctx.graph.metric == "roc_auc":  # each half needs both classes, or its AUC means nothing
+        order = stratified(order, ctx.graph.labels[val], ctx.graph.num_classes)
     cut = policy_half_size(ctx.config, val.shape[0])
     policy = bandit.init(num_signals(ctx), num_depths(ctx))
     return PlusState(
