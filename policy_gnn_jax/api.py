@@ -36,9 +36,12 @@ from policy_gnn_jax.runtime.saved_fit import config_from_dict, run_fingerprint
 METHODS = methods.names()
 
 
-def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode):
+def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode, seed):
     """What `fit` is given, checked before anything is built (a wrong type would otherwise
-    fail deep inside JAX, or after the first chunk has trained)."""
+    fail deep inside JAX, or after the first chunk has trained). Returns seed, seeds and
+    progress as Python's int and bool (numpy's are welcome; the record is JSON)."""
+    if isinstance(seed, bool | np.bool_):
+        raise config_lib.ConfigError(f"seed must be a whole number, got {seed!r}.")
     if not isinstance(dataset, data.Dataset):
         raise data.InvalidDatasetError(
             f"dataset must be a policy_gnn_jax.Dataset (from_arrays, from_jraph, load_dataset), "
@@ -68,6 +71,7 @@ def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices
         raise config_lib.ConfigError(
             f"seed_mode must be one of {runner.SEED_MODES}, got {seed_mode!r}."
         )
+    return (int(seed) if isinstance(seed, np.integer) else seed), int(seeds), bool(progress)
 
 
 def _whole(value) -> bool:
@@ -132,12 +136,9 @@ def fit(
       input; DivergenceError (FloatingPointError): training produced NaN/inf.
     """
     config = config_lib.Config.paper() if config is None else config
-    _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode)
-    if isinstance(seed, bool | np.bool_):
-        raise config_lib.ConfigError(f"seed must be a whole number, got {seed!r}.")
-    # numpy integers are welcome, as Python's: the record and the fingerprints are JSON
-    seed = int(seed) if isinstance(seed, np.integer) else seed
-    seeds, progress = int(seeds), bool(progress)
+    seed, seeds, progress = _check_arguments(
+        dataset, config, seeds, progress, checkpoint_every, devices, seed_mode, seed
+    )
     entry = methods.get(method)
     _check_custom(entry, backbone, agent)
     config = entry.prepare(config)
