@@ -112,7 +112,7 @@ def choose_options(args) -> None:
                 ds = data.load_dataset(name, data_dir=args.data_dir, split=k)
                 fixed = fixed_depths(ds, cfg, args.seeds, out / name / option / f"split-{k}")
                 per_split.append(fixed["val"][best_fixed(fixed)].mean())
-            scores[option] = {"val": records.mean_std(per_split)}
+            scores[option] = {"val": records.mean_std(per_split, per="per_split")}
             val = scores[option]["val"]
             print(f"{name} {option}: the best fixed depth's val {val['mean']:.4f} ± "
                   f"{val['std']:.4f} over {len(per_split)} splits", flush=True)  # fmt: skip
@@ -192,8 +192,7 @@ def _over_splits(per_split: list[dict]) -> dict:
     for part in ("val", "test"):
         values = [np.mean(r[part]) for r in per_split if r[part] is not None]
         if values:
-            row[part] = {"mean": float(np.mean(values)), "std": float(np.std(values)),
-                         "per_split": [float(v) for v in values]}  # fmt: skip
+            row[part] = records.mean_std(values, per="per_split")
     if "depth" in per_split[0]:
         row["depth_per_split"] = [r["depth"] for r in per_split]
     return row

@@ -17,7 +17,6 @@ import os
 import pathlib
 import signal
 import sys
-import threading
 
 import jax
 
@@ -35,10 +34,10 @@ from policy_gnn_jax.cli.interrupts import interrupted_line, result_stamp
 from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
     INPUT_ERRORS,
     Terminated,
-    TolerantStdout,
     exit_now,
     exit_status,
     finish,
+    guarded,
     late_stop,
     require_at_least_one,
     stop_on_signal,
@@ -135,27 +134,13 @@ def _check_generator_args(args) -> None:
 
 def main(argv=None) -> int:
     tune_malloc()
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        runner.clear_stop()
-        handlers = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    stdout = sys.stdout = TolerantStdout(sys.stdout)
-    try:
+    with guarded():
         code = _main(argv)
-        if stdout.failed is not None:  # the run went on; only its printed summary was lost
-            why = stdout.failed.strerror or stdout.failed
-            print(f"warning: standard output could not be written ({why}); the results are in "
-                  f"the files.", file=sys.stderr)  # fmt: skip
         if code == 0 and runner.stop_requested() is not None:  # noted after the last check
             print("error: interrupted after the result was saved; it is complete.",
                   file=sys.stderr)  # fmt: skip
             return 143 if runner.stop_requested() == signal.SIGTERM else 130
         return code
-    finally:
-        sys.stdout = stdout.stream
-        for s, handler in handlers.items():  # a caller in the same process keeps its own
-            signal.signal(s, handler)
-        runner.clear_stop()
 
 
 def _main(argv) -> int:

@@ -244,14 +244,14 @@ def warn_unused_flags(args) -> None:
         overrides = config_lib.parse_overrides(args.set or [])
     except config_lib.ConfigError:
         overrides = {}  # refused with its own message when the config is built
-    unused = set()
+    unused = []  # in the flags' order, each once (--depths sets two fields)
     for flag, field, value in flag_fields(args):
         if field in ignores:
-            unused.add(flag)
+            unused += [flag] if flag not in unused else []
         elif field in overrides and overrides[field] != value:
             shown = args.depths if flag == "--depths" else value  # as the user wrote it
             _warn(f"--set {field}={overrides[field]} replaces {flag} {shown}.")
-    for flag in sorted(unused, key=[f for f, _, _ in flag_fields(args)].index):
+    for flag in unused:
         _warn(f"{flag} is not used by --method {args.method}.")
     for field in sorted(set(overrides) & ignores):
         _warn(f"--set {field} is not used by --method {args.method}.")

@@ -4,6 +4,7 @@ experiments/ and benchmarks/."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -25,36 +26,46 @@ def require_at_least_one(**counts: int) -> None:
             raise config_lib.ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}.")
 
 
+@contextlib.contextmanager
+def guarded():
+    """A command's run: SIGINT and SIGTERM stop it through `stop_on_signal` (the main thread
+    only), and standard output cannot fail it (`TolerantStdout`: one warning at the end).
+    The caller's handlers and stdout come back afterwards."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        runner.clear_stop()
+        previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    stdout = sys.stdout = TolerantStdout(sys.stdout)
+    try:
+        yield
+    finally:
+        sys.stdout = stdout.stream
+        if stdout.failed is not None:  # the run went on; only what it printed was lost
+            why = stdout.failed.strerror or stdout.failed
+            print(f"warning: standard output could not be written ({why}); the results are in "
+                  f"the files.", file=sys.stderr)  # fmt: skip
+        for s, handler in previous.items():  # a caller in the same process keeps its own
+            signal.signal(s, handler)
+        runner.clear_stop()
+
+
 def exit_status(command, *args, saves: bool = True) -> int:
     """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
     input is bad (the policy-gnn command's convention), 130 / 143 after one line for a Ctrl-C /
     SIGTERM. `saves`: whether the script keeps runs it finished (the message says so)."""
-    previous = {}
-    if threading.current_thread() is threading.main_thread():  # SIGTERM as one line too
-        runner.clear_stop()
-        previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    stdout = sys.stdout = TolerantStdout(sys.stdout)  # a closed pipe costs the printing only
-    try:
-        command(*args)
-    except INPUT_ERRORS as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        print("error: out of host memory: run something smaller.", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as stop:
-        kept = "; runs saved before it are kept and reused" if saves else ""
-        print(f"error: interrupted{kept}.", file=sys.stderr)
-        return 143 if isinstance(stop, Terminated) else 130
-    finally:
-        sys.stdout = stdout.stream
-        if stdout.failed is not None:
-            why = stdout.failed.strerror or stdout.failed
-            print(f"warning: standard output could not be written ({why}); the results are in "
-                  f"the files.", file=sys.stderr)  # fmt: skip
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        runner.clear_stop()
+    with guarded():
+        try:
+            command(*args)
+        except INPUT_ERRORS as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except MemoryError:
+            print("error: out of host memory: run something smaller.", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as stop:
+            kept = "; runs saved before it are kept and reused" if saves else ""
+            print(f"error: interrupted{kept}.", file=sys.stderr)
+            return 143 if isinstance(stop, Terminated) else 130
     return 0
 
 

@@ -14,8 +14,6 @@ import json
 import pathlib
 import time
 
-import numpy as np
-
 from policy_gnn_jax import config, data, methods
 from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
 
@@ -50,13 +48,14 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     each saved in `out/split-K`, and writes `out/results.json` over the splits; returns it."""
     chosen = parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
     method = methods.get(args.method).name
+    prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
     started = time.perf_counter()
     per_split, reused = [], []
     for k in chosen:
         ds = load(k)
         folder = out / f"split-{k}"
         record = saved_fit.saved_record_of(
-            folder, ds, methods.get(method).prepare(cfg), method, args.seeds, args.seed,
+            folder, ds, prepared, method, args.seeds, args.seed,
             args.seed_mode,
         )  # fmt: skip
         if record is None:
@@ -92,8 +91,6 @@ def _split_row(k: int, folder: pathlib.Path, record: dict) -> dict:
 
 def summarise(per_split: list[dict], last: dict, method: str, args) -> dict:
     """The sweep's record: each split's mean over seeds, then their mean ± std over splits."""
-    test = np.array([row["test"] for row in per_split])
-    val = np.array([row["val"] for row in per_split])
     return {
         "kind": "splits",
         "dataset": last["dataset"],
@@ -105,16 +102,8 @@ def summarise(per_split: list[dict], last: dict, method: str, args) -> dict:
         "seed_mode": args.seed_mode,
         "splits": [row["split"] for row in per_split],
         # mean ± std over splits of each split's mean over seeds (the literature's protocol)
-        "test_accuracy": {
-            "mean": float(test.mean()),
-            "std": float(test.std()),
-            "per_split": test.tolist(),
-        },  # fmt: skip
-        "val_accuracy": {
-            "mean": float(val.mean()),
-            "std": float(val.std()),
-            "per_split": val.tolist(),
-        },  # fmt: skip
+        "test_accuracy": records.mean_std([row["test"] for row in per_split], per="per_split"),
+        "val_accuracy": records.mean_std([row["val"] for row in per_split], per="per_split"),
         "per_split": per_split,
         "versions": last.get("versions"),
     }

@@ -31,12 +31,13 @@ def package_versions() -> dict:
     return versions
 
 
-def mean_std(values) -> dict:
+def mean_std(values, per: str = "per_seed") -> dict:
+    """{"mean", "std", `per`: the values}; `per` names what they are one of (seeds, splits)."""
     values = np.asarray(values, dtype=np.float64)
     return {
         "mean": float(values.mean()),
         "std": float(values.std()),
-        "per_seed": [float(v) for v in values],
+        per: [float(v) for v in values],
     }
 
 
