@@ -78,23 +78,6 @@ def _whole(value) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
-def _check_custom(method: methods.Method, backbone, agent) -> None:
-    if backbone is not None and not isinstance(backbone, Backbone):
-        raise config_lib.ConfigError(
-            f"backbone must be a policy_gnn_jax.Backbone, got {type(backbone).__name__}."
-        )
-    if agent is not None and not isinstance(agent, Agent):
-        raise config_lib.ConfigError(
-            f"agent must be a policy_gnn_jax.Agent, got {type(agent).__name__}."
-        )
-    if backbone is not None and not method.takes_backbone:
-        raise config_lib.ConfigError(f"method {method.name!r} takes no custom backbone.")
-    if agent is not None and not method.takes_agent:
-        raise config_lib.ConfigError(
-            f"method {method.name!r} takes no agent (the MDP methods policy-gnn and random do)."
-        )
-
-
 def fit(
     dataset: data.Dataset,
     config: config_lib.Config | None = None,
@@ -140,7 +123,7 @@ def fit(
         dataset, config, seeds, progress, checkpoint_every, devices, seed_mode, seed
     )
     entry = methods.get(method)
-    _check_custom(entry, backbone, agent)
+    entry.check_parts(backbone, agent, config)
     config = entry.prepare(config)
     keys = runner.seed_keys(seed, seeds)
     g = graph.from_dataset(dataset)  # validates the dataset again: nothing unchecked reaches jit
@@ -167,7 +150,7 @@ def fit(
         if ckpt is not None:
             ckpt.close()
     run = (metrics, results, time.perf_counter() - start, seeds, seed, seed_mode)
-    record = _record(entry, dataset, config, g, options, *run)
+    record = _record(entry, dataset, config, g, options, ckpt, *run)
     params, policy = trainer.selected(state)
     eval_keys = _eval_keys(entry, state)
     fitted = Fit(
@@ -195,9 +178,10 @@ def _hints(entry: methods.Method, config, ds: data.Dataset) -> dict:
     return hints
 
 
-def _record(entry, ds, config, g, options, metrics, results, wall, seeds, seed, seed_mode):
-    """The results record of a finished run (`records.build` with the method's own fields)."""
-    return records.build(
+def _record(entry, ds, config, g, options, ckpt, metrics, results, wall, seeds, seed, seed_mode):
+    """The results record of a finished run (`records.build` with the method's own fields), and
+    whether it was resumed from a checkpoint."""
+    record = records.build(
         ds,
         config,
         entry.name,
@@ -212,6 +196,8 @@ def _record(entry, ds, config, g, options, metrics, results, wall, seeds, seed, 
         method_fields=entry.record_fields(config, metrics, results),
         options=options,
     )
+    record["resumed"] = ckpt.resumed(wall) if ckpt is not None else None
+    return record
 
 
 def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, backbone, agent):
@@ -219,8 +205,8 @@ def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, bac
     if directory is None:
         return None
     custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
-    fingerprint = run_fingerprint(dataset, config, entry.name, seeds, seed, custom, seed_mode)
-    return checkpoint.Checkpointer(directory, fingerprint)
+    run = (dataset, config, entry.name, seeds, seed, custom, seed_mode)
+    return checkpoint.Checkpointer(directory, run_fingerprint(*run), saved_fit.run_identity(*run))
 
 
 def _compiler_options(entry: methods.Method, config, g) -> dict | None:
@@ -355,7 +341,7 @@ def load(
         raise checkpoint.CheckpointError(
             f"{out}/fit.json holds a config this version cannot use ({err}): save the fit again."
         ) from None
-    _check_custom(methods.get(meta["method"]), backbone, agent)
+    methods.get(meta["method"]).check_parts(backbone, agent, config)
     given = {"backbone": backbone, "agent": agent}
     for part in set(given) - set(meta.get("custom", ())):  # passed for a built-in one
         if given[part] is not None:

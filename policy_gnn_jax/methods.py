@@ -74,6 +74,29 @@ class Method:
     def describe(self, config: config_lib.Config) -> str:
         return self.label(config) if self.label else self.name
 
+    def check_parts(self, backbone, agent, config: config_lib.Config) -> None:
+        """Refuses custom parts of the wrong type, that this method cannot take, or (an agent)
+        whose actions are not the config's depth range."""
+        if backbone is not None and not isinstance(backbone, Backbone):
+            raise config_lib.ConfigError(
+                f"backbone must be a policy_gnn_jax.Backbone, got {type(backbone).__name__}."
+            )
+        if agent is not None and not isinstance(agent, Agent):
+            raise config_lib.ConfigError(
+                f"agent must be a policy_gnn_jax.Agent, got {type(agent).__name__}."
+            )
+        if backbone is not None and not self.takes_backbone:
+            raise config_lib.ConfigError(f"method {self.name!r} takes no custom backbone.")
+        if agent is not None and not self.takes_agent:
+            raise config_lib.ConfigError(
+                f"method {self.name!r} takes no agent (the MDP methods policy-gnn and random do)."
+            )
+        if agent is not None and agent.num_actions != config.num_actions:
+            raise config_lib.ConfigError(
+                f"the agent has {agent.num_actions} actions, but depths {config.min_depth}.."
+                f"{config.max_depth} need {config.num_actions}: build it for the config's depths."
+            )
+
 
 _REGISTRY: dict[str, Method] = {}
 _ALIASES: dict[str, str] = {"fixed-depth": "gcn"}

@@ -177,7 +177,7 @@ def test_jraph_round_trip(small_dataset):
         (lambda a: a.update(edges=np.array([[0, 1, 2], [1, 500, 3]])), "lie in"),
         (lambda a: a.update(train_index=np.arange(120) < 5), "boolean mask"),
         (lambda a: a.update(labels=np.where(a["labels"] == 0, -1, a["labels"])), "no label"),
-        (lambda a: a.update(labels=a["labels"][:50]), "one per feature row"),
+        (lambda a: a.update(labels=a["labels"][:50]), "but labels has 50 entries"),
         (lambda a: a.update(train_index=np.array([0, 0, 1])), "repeats"),
     ],
 )

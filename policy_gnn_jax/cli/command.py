@@ -92,6 +92,8 @@ def _check_args(args) -> None:
         raise config_lib.ConfigError(
             f"--checkpoint-every must be >= 1, got {args.checkpoint_every}."
         )
+    if args.devices is not None:
+        require_at_least_one(devices=args.devices)
     data.check_name(args.dataset)
     if args.splits is not None and not has_splits(args):
         raise config_lib.ConfigError(

@@ -38,6 +38,11 @@ def _as_index(name: str, values, num_nodes: int) -> np.ndarray:
 def _as_labels(labels, num_nodes: int, num_classes) -> tuple[np.ndarray, int]:
     """Labels as int32 and the number of classes, every value checked before the cast."""
     labels = np.asarray(labels)
+    if labels.ndim == 1 and labels.shape != (num_nodes,):
+        _fail(
+            f"features have {num_nodes} rows but labels has {labels.shape[0]} entries.",
+            "Give one feature row and one label per node (-1 for unlabelled nodes).",
+        )
     if labels.shape != (num_nodes,) or not np.issubdtype(labels.dtype, np.integer):
         _fail(
             f"labels must be integers of shape ({num_nodes},) (one per feature row), got "
@@ -87,7 +92,7 @@ def _as_features(features) -> sp.csr_matrix:
         given = sp.csr_matrix(features)
         values = given.data
     else:
-        dense = np.asarray(features)
+        dense = _upcast_small_floats(np.asarray(features))
         if dense.ndim != 2 or not np.issubdtype(dense.dtype, np.number):
             _fail(
                 f"features must be a numeric [N, F] array, got {dense.dtype} {dense.shape}.",
@@ -108,6 +113,20 @@ def _as_features(features) -> sp.csr_matrix:
     if not np.all(np.isfinite(matrix.data)):
         _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
     return matrix
+
+
+def _upcast_small_floats(array: np.ndarray) -> np.ndarray:
+    """bfloat16 and the float8 types (JAX's `ml_dtypes`, not numpy's own) as float32, which
+    holds each of their values exactly; any other array as it is."""
+    if np.issubdtype(array.dtype, np.number) or array.dtype.kind != "V":
+        return array
+    import ml_dtypes  # installed with jax
+
+    try:
+        bits = ml_dtypes.finfo(array.dtype).bits
+    except ValueError:  # a structured or other void dtype: refused by the caller
+        return array
+    return array.astype(np.float32) if bits <= 16 else array
 
 
 def _check_float32_range(values: np.ndarray) -> None:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax.data.dataset import Dataset, symmetric_edges
+from policy_gnn_jax.data.dataset import Dataset, InvalidDatasetError, symmetric_edges
 
 
 def make_csbm(
@@ -51,6 +51,8 @@ def make_csbm(
         num_train_per_class,
         num_val,
         num_test,
+        seed,
+        feature_signal,
     )
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, num_classes, num_nodes).astype(np.int32)
@@ -82,19 +84,69 @@ def _check_csbm_args(
     num_train_per_class,
     num_val,
     num_test,
+    seed,
+    feature_signal,
 ) -> None:
-    if not 0.0 <= homophily <= 1.0:
-        raise ValueError(f"csbm homophily must be in [0, 1], got {homophily}.")
-    if num_classes < 2 or num_features < 1:
-        raise ValueError("csbm needs num_classes >= 2 and num_features >= 1.")
-    if not (avg_degree > 0 and math.isfinite(avg_degree)):  # NaN passes a plain `<= 0`
-        raise ValueError(f"csbm avg_degree must be a finite number > 0, got {avg_degree}.")
+    _check_whole(
+        "csbm",
+        num_nodes=(num_nodes, 1),
+        num_classes=(num_classes, 2),
+        num_features=(num_features, 1),
+        num_train_per_class=(num_train_per_class, 0),
+        num_val=(num_val, 1),
+        num_test=(num_test, 1),
+    )
+    _check_seed("csbm", seed)
+    _check_real("csbm", "homophily", homophily, 0.0, 1.0)
+    _check_real("csbm", "avg_degree", avg_degree, 0.0, math.inf, open_low=True)
+    _check_real("csbm", "feature_signal", feature_signal, -math.inf, math.inf)
     needed = num_train_per_class * num_classes + num_val + num_test
     if needed > num_nodes:
-        raise ValueError(
+        raise InvalidDatasetError(
             f"csbm splits need {needed} nodes ({num_train_per_class} x {num_classes} train + "
             f"{num_val} val + {num_test} test) but num_nodes is {num_nodes}: raise num_nodes or "
             f"shrink the splits."
+        )
+
+
+# Node ids are int32 on the device.
+MAX_NODES = 2**31 - 1
+
+
+def _check_whole(generator: str, **values: tuple) -> None:
+    """Each `name=(value, lowest)` must be an int (not a bool) in lowest..MAX_NODES."""
+    for name, (value, lowest) in values.items():
+        whole = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+        if not whole or not lowest <= value <= MAX_NODES:
+            raise InvalidDatasetError(
+                f"{generator}: {name} must be a whole number in {lowest}..{MAX_NODES}, "
+                f"got {value!r}."
+            )
+
+
+def _check_seed(generator: str, seed) -> None:
+    whole = isinstance(seed, int | np.integer) and not isinstance(seed, bool | np.bool_)
+    if not whole or not 0 <= seed <= 2**32 - 1:
+        raise InvalidDatasetError(
+            f"{generator}: seed must be a whole number in 0..{2**32 - 1}, got {seed!r}."
+        )
+
+
+def _check_real(generator, name, value, low, high, open_low=False) -> None:
+    """A finite real number in [low, high] ((low, high] with `open_low`); NaN fails both."""
+    real = isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+    inside = real and math.isfinite(value) and (value > low if open_low else value >= low)
+    if not (inside and value <= high):
+        if math.isinf(low):
+            where = ""
+        elif math.isinf(high):
+            where = f" {'>' if open_low else '>='} {low:g}"
+        else:
+            where = f" in {'(' if open_low else '['}{low:g}, {high:g}]"
+        raise InvalidDatasetError(
+            f"{generator}: {name} must be a finite number{where}, got {value!r}."
         )
 
 
@@ -155,6 +207,9 @@ def make_planted_depth(
     Returns:
       The Dataset; `planted_deep_nodes(ds)` tells which targets are deep.
     """
+    _check_planted_args(
+        num_units, num_classes, hub_size, signal, hub_signal, noise, seed, num_train, num_val
+    )
     rng = np.random.default_rng(seed)
     num_features = num_classes + 1
     unit_nodes = 3 + hub_size  # v, u1, u2, hub leaves
@@ -197,6 +252,32 @@ def make_planted_depth(
         test_index=test.astype(np.int32),
         num_classes=num_classes,
     )
+
+
+def _check_planted_args(
+    num_units, num_classes, hub_size, signal, hub_signal, noise, seed, num_train, num_val
+) -> None:
+    _check_whole(
+        "planted",
+        num_units=(num_units, 1),
+        num_classes=(num_classes, 2),
+        hub_size=(hub_size, 0),
+        num_train=(num_train, 1),
+        num_val=(num_val, 1),
+    )
+    _check_seed("planted", seed)
+    for name, value in (("signal", signal), ("hub_signal", hub_signal)):
+        _check_real("planted", name, value, -math.inf, math.inf)
+    _check_real("planted", "noise", noise, 0.0, math.inf)
+    if num_units * (3 + hub_size) > MAX_NODES:
+        raise InvalidDatasetError(
+            f"planted: {num_units} units of {3 + hub_size} nodes exceed {MAX_NODES} nodes."
+        )
+    if num_train + num_val >= num_units:
+        raise InvalidDatasetError(
+            f"planted: num_train {num_train} + num_val {num_val} leave no test unit of "
+            f"num_units {num_units}: raise num_units or shrink the splits."
+        )
 
 
 def planted_deep_nodes(ds: Dataset) -> np.ndarray:

@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 
 import jax
 import numpy as np
@@ -134,6 +135,20 @@ def data_to_keys(tree, like):
     )
 
 
+def _changes(saved: dict | None, current: dict | None) -> str:
+    """What differs between a checkpoint's run and this one, e.g. "seeds: 2 there, 3 here"."""
+    if not saved or not current:  # a checkpoint written before runs kept their identity
+        return "another dataset, config, method, seed count, base seed or seed mode"
+    names = [k for k in {**saved, **current} if saved.get(k) != current.get(k)]
+    shown = [f"{k}: {_shown(saved.get(k))} there, {_shown(current.get(k))} here" for k in names]
+    more = f"; and {len(shown) - 4} more" if len(shown) > 4 else ""
+    return "; ".join(shown[:4]) + more if shown else "the same fields, other data"
+
+
+def _shown(value) -> str:
+    return "unset" if value is None else str(value)
+
+
 class Checkpointer:
     """Saves and restores (chunks done, vmapped state, metrics so far) for one run.
 
@@ -143,12 +158,17 @@ class Checkpointer:
         holding another run's checkpoint is refused, never silently resumed or overwritten.
     """
 
-    def __init__(self, directory: str | os.PathLike, fingerprint: str):
+    def __init__(
+        self, directory: str | os.PathLike, fingerprint: str, identity: dict | None = None
+    ):
         import orbax.checkpoint as ocp  # heavy import: only when checkpoints are asked for
 
         self._ocp = ocp
         self._kill_after = _kill_after_saves()
         self.fingerprint = fingerprint
+        self.identity = identity
+        self._opened = time.perf_counter()
+        self._restored = None  # (units done, wall seconds) of the checkpoint resumed from
         self._open(pathlib.Path(directory).absolute())
         self._saves = 0
 
@@ -205,10 +225,10 @@ class Checkpointer:
         except Exception as err:  # orbax raises many types for a damaged folder
             raise self._corrupt(step, err) from None
         if meta.get("fingerprint") != self.fingerprint:
+            changed = _changes(meta.get("identity"), self.identity)
             raise CheckpointError(
-                f"{self.directory} holds a checkpoint of a different run (another dataset, "
-                f"config, method, seed count, base seed or seed mode). Run the command that made "
-                f"it to resume it, or use another checkpoint folder for this one."
+                f"{self.directory} holds a checkpoint of a different run ({changed}). Run the "
+                f"command that made it to resume it, or use another checkpoint folder for this one."
             )
         target = {
             "state": jax.eval_shape(keys_to_data, state_like),
@@ -222,7 +242,22 @@ class Checkpointer:
             raise self._corrupt(step, err) from None
         state = data_to_keys(restored["state"], state_like)
         metrics = jax.tree.map(np.asarray, restored["metrics"])
+        self._restored = (meta["units_done"], float(meta.get("wall_time_s", 0.0)))
         return meta["chunks_done"], meta["units_done"], state, metrics
+
+    def _wall_before(self) -> float:
+        return self._restored[1] if self._restored else 0.0
+
+    def resumed(self, wall_time_s: float) -> dict | None:
+        """For the run's record: None for a run from the start; else how much was done before
+        and the wall time of every process that worked on it, this one's `wall_time_s` added."""
+        if self._restored is None:
+            return None
+        return {
+            "units_done_before": self._restored[0],
+            "wall_time_s_before": self._restored[1],
+            "wall_time_s_total": self._restored[1] + wall_time_s,
+        }
 
     def _corrupt(self, step, err) -> CheckpointError:
         detail = " ".join(str(err).split())  # one line: orbax and tensorstore span many
@@ -253,6 +288,8 @@ class Checkpointer:
             "fingerprint": self.fingerprint,
             "chunks_done": chunks_done,
             "units_done": units_done,
+            "identity": self.identity,
+            "wall_time_s": self._wall_before() + time.perf_counter() - self._opened,
         }
         with signals_deferred():  # Ctrl-C during a save lands after it: the checkpoint is whole
             self._manager.save(

@@ -127,8 +127,11 @@ def summary_line(record: dict, label: str | None = None) -> str:
     backbone = record["config"].get("backbone", "gcn-readout")  # records before the field: legacy
     if backbone != "gcn":
         name += f" ({backbone} backbone)"
+    resumed = record.get("resumed")
+    time = f"{record['wall_time_s']:.1f} s"
+    if resumed:  # this process's time, and every process's since the run began
+        time += f"; resumed, {resumed['wall_time_s_total']:.1f} s in all"
     return (
         f"{record['dataset']} {name}: test {metric} {t['mean']:.4f} ± {t['std']:.4f} over "
-        f"{record['seeds']} seeds (val {record['val_accuracy']['mean']:.4f}, "
-        f"{record['wall_time_s']:.1f} s)"
+        f"{record['seeds']} seeds (val {record['val_accuracy']['mean']:.4f}, {time})"
     )

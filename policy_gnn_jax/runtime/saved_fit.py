@@ -55,6 +55,31 @@ def run_fingerprint(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def run_identity(
+    ds: data.Dataset,
+    config,
+    method: str,
+    seeds: int,
+    seed: int,
+    custom: tuple[str, ...] = (),
+    seed_mode: str | None = None,
+) -> dict:
+    """What `run_fingerprint` hashes, by name and as JSON values: a checkpoint keeps it, so a
+    refused one can say which of these changed."""
+    values = config if isinstance(config, dict) else dataclasses.asdict(config)
+    identity = {
+        "dataset": f"{ds.name} (fingerprint {ds.fingerprint()[:12]})",
+        "classes": ds.num_classes,
+        "method": method,
+        "seeds": seeds,
+        "seed": seed,
+        "seed_mode": seed_mode,
+        "own parts": list(custom),
+        **{f"config {name}": value for name, value in values.items()},
+    }
+    return json.loads(json.dumps(identity))
+
+
 # What a fit saved before a config field existed was trained with.
 FIELDS_ADDED_SINCE = {
     "backbone": "gcn-readout",  # the legacy readout structure
