@@ -30,7 +30,14 @@ from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones.base import Backbone
 from policy_gnn_jax.mdp import loop
-from policy_gnn_jax.runtime import checkpoint, compilation, records, runner, saved_fit
+from policy_gnn_jax.runtime import (
+    checkpoint,
+    compilation,
+    processes,
+    records,
+    runner,
+    saved_fit,
+)
 from policy_gnn_jax.runtime.saved_fit import config_from_dict, run_fingerprint
 
 METHODS = methods.names()
@@ -125,7 +132,8 @@ def fit(
     entry = methods.get(method)
     entry.check_parts(backbone, agent, config)
     config = entry.prepare(config)
-    keys = runner.seed_keys(seed, seeds)
+    low, high = processes.seed_block(seeds)  # all of them in one process
+    keys = runner.seed_keys(seed, seeds)[low:high]
     g = graph.from_dataset(dataset)  # validates the dataset again: nothing unchecked reaches jit
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)
     ckpt = _checkpointer(checkpoint_dir, dataset, config, entry, seeds, seed, seed_mode,
@@ -149,13 +157,13 @@ def fit(
     finally:
         if ckpt is not None:
             ckpt.close()
-    run = (metrics, results, time.perf_counter() - start, seeds, seed, seed_mode)
+    wall = time.perf_counter() - start
+    selected = (*trainer.selected(state), _eval_keys(entry, state))
+    # Every process's seeds, in seed order (one process: its own, as they are).
+    metrics, results, selected = processes.gather(_to_host((metrics, results, selected)))
+    run = (metrics, results, wall, seeds, seed, seed_mode)
     record = _record(entry, dataset, config, g, options, ckpt, *run)
-    params, policy = trainer.selected(state)
-    eval_keys = _eval_keys(entry, state)
-    fitted = Fit(
-        record, config, entry.name, dataset, _to_host(params), _to_host(policy), _to_host(eval_keys)
-    )
+    fitted = Fit(record, config, entry.name, dataset, *selected)
     fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
     return fitted
 
@@ -197,6 +205,7 @@ def _record(entry, ds, config, g, options, ckpt, metrics, results, wall, seeds, 
         options=options,
     )
     record["resumed"] = ckpt.resumed(wall) if ckpt is not None else None
+    record["processes"] = processes.count()
     return record
 
 
@@ -206,6 +215,7 @@ def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, bac
         return None
     custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
     run = (dataset, config, entry.name, seeds, seed, custom, seed_mode)
+    directory = processes.checkpoint_folder(directory)  # one process: `directory` itself
     return checkpoint.Checkpointer(directory, run_fingerprint(*run), saved_fit.run_identity(*run))
 
 

@@ -43,7 +43,7 @@ from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, a
     stop_on_signal,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import checkpoint, outputs, runner
+from policy_gnn_jax.runtime import checkpoint, outputs, processes, runner
 
 
 def _check_paths(args) -> None:
@@ -166,12 +166,15 @@ def _main(argv) -> int:
     out, made_out, before = None, False, None
     try:
         if not args.show_config:  # which needs no device
+            _join_processes(args)
             start_backend()
         _check_args(args)
         config = config_from_args(args)
         if args.show_config:
             print(show_config(config))
             return 0
+        if processes.index() != 0:  # process 0 writes the results, the others nothing
+            return _run_worker(args, config)
         if args.out:
             out, made_out = pathlib.Path(args.out), not pathlib.Path(args.out).exists()
         else:  # a new folder of its own: runs started together never share one
@@ -209,6 +212,27 @@ def _main(argv) -> int:
         print(f"error: interrupted after the result was saved in {out}; it is complete.",
               file=sys.stderr)  # fmt: skip
         return 143 if isinstance(stop, Terminated) else 130
+    return 0
+
+
+def _join_processes(args) -> None:
+    """Joins the other processes of a run over several (the three flags, or a cluster
+    launcher's environment); a run of one process does nothing here."""
+    flags = (args.coordinator, args.num_processes, args.process_id)
+    if any(f is not None for f in flags) or processes.launched_by_cluster():
+        processes.connect(*flags)
+    if processes.count() > 1 and args.splits is not None:
+        raise config_lib.ConfigError(
+            "--splits runs in one process: over several processes, run one --split K at a time."
+        )
+
+
+def _run_worker(args, config) -> int:
+    """A process other than process 0: trains its block of the seeds and hands them over."""
+    _fitter(args, config)(_load(args))
+    low, high = processes.seed_block(args.seeds)
+    print(f"process {processes.index()} of {processes.count()}: seeds {low}..{high - 1} done; "
+          f"process 0 writes the results.")  # fmt: skip
     return 0
 
 
@@ -273,6 +297,7 @@ def entry() -> int:
     # Out without the interpreter's shutdown: it puts the default handlers back, and a signal
     # then killed the process silently; XLA's threads may still be compiling after a stop.
     # Every file was written and closed before `main` returned.
+    processes.leave()  # the others may still be reading this process's seeds
     exit_now(code)
     return code
 

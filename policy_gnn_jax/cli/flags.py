@@ -98,6 +98,7 @@ Config fields by section (--show-config prints their values; docs/usage.md expla
 Generated graphs: --csbm-nodes, --csbm-homophily, --csbm-seed, --csbm-features, --csbm-degree.
 Offline: --no-download never downloads a missing file.
 Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (10).
+Several processes: --coordinator HOST:PORT --num-processes N --process-id I (docs/scale.md).
 """
 
 
@@ -174,6 +175,10 @@ def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--" + field.replace("_", "-"), type=type(default), default=default,
                        help=hidden)  # fmt: skip
     p.add_argument("--checkpoint-every", type=int, default=CHECKPOINT_EVERY, help=hidden)
+    # Several processes (docs/scale.md): all three, or none under a cluster launcher.
+    p.add_argument("--coordinator", default=None, metavar="HOST:PORT", help=hidden)
+    p.add_argument("--num-processes", type=int, default=None, help=hidden)
+    p.add_argument("--process-id", type=int, default=None, help=hidden)
 
 
 def config_from_args(args) -> config_lib.Config:

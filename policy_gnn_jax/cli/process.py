@@ -13,10 +13,11 @@ import threading
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import processes, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
-INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError)
+# ProcessError: another process of a distributed run failed or could not be reached.
+INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError, processes.ProcessError)
 
 
 def require_at_least_one(**counts: int) -> None:

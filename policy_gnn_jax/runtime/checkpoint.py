@@ -135,6 +135,17 @@ def data_to_keys(tree, like):
     )
 
 
+def _this_process_only(ocp):
+    """Orbax's options for a folder that this process alone writes: over several processes each
+    checkpoints its own seeds in its own folder, with no barrier on the others."""
+    if jax.process_count() == 1:
+        return ocp.options.MultiprocessingOptions()  # orbax's defaults
+    me = jax.process_index()
+    return ocp.options.MultiprocessingOptions(
+        primary_host=me, active_processes={me}, barrier_sync_key_prefix=f"process-{me}"
+    )
+
+
 def _changes(saved: dict | None, current: dict | None) -> str:
     """What differs between a checkpoint's run and this one, e.g. "seeds: 2 there, 3 here"."""
     if not saved or not current:  # a checkpoint written before runs kept their identity
@@ -183,7 +194,10 @@ class Checkpointer:
             _check_is_checkpoint_folder(self.directory)
             check_writable_dir(self.directory, "checkpoint folder")
             options = self._ocp.CheckpointManagerOptions(
-                max_to_keep=2, enable_async_checkpointing=False, create=True
+                max_to_keep=2,
+                enable_async_checkpointing=False,
+                create=True,
+                multiprocessing_options=_this_process_only(self._ocp),
             )
             self._manager = self._ocp.CheckpointManager(self.directory, options=options)
         except BaseException:

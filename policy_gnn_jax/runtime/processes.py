@@ -1,0 +1,239 @@
+"""Seeds over several processes: JAX's distributed runtime, which seeds each process runs, and
+the gather of every process's per-seed arrays.
+
+Seeds never interact, so processes need no collective operation: each runs its own block of
+the seeds on its local devices, and the per-seed arrays meet through the key-value store of
+JAX's coordination service (the one `jax.distributed.initialize` starts). That works on every
+backend (CPU processes included) and keeps each process's arrays local. Under `seed_mode="map"`
+a seed's bits do not depend on which other seeds share its program, so a run over N processes
+equals a one-process run bit for bit.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+import pathlib
+import sys
+import time
+
+import jax
+import numpy as np
+
+from policy_gnn_jax.config import ConfigError
+
+# Variables that say a launcher started several copies of the command (SLURM's srun, Open MPI's
+# mpirun, or JAX's own variables): then a command with no process flags joins them.
+_LAUNCHER_COUNTS = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "JAX_NUM_PROCESSES")
+# How long a process waits for the others' seeds after its own are done. Processes run equal
+# blocks, so the wait is the spread between them; a process that died ends the run sooner
+# (the coordination service's heartbeat).
+GATHER_TIMEOUT_ENV = "POLICY_GNN_GATHER_TIMEOUT_S"
+_DEFAULT_GATHER_TIMEOUT_S = 3600
+# The coordination service's messages are capped; larger blobs travel in pieces.
+_PIECE_BYTES = 1 << 20
+
+
+_GATHERS = itertools.count()
+
+
+class ProcessError(RuntimeError):
+    """Another process failed, or did not answer in time."""
+
+
+def launched_by_cluster() -> bool:
+    """Whether the environment says a launcher started more than one copy of this command."""
+    for name in _LAUNCHER_COUNTS:
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 1:
+            return True
+    return False
+
+
+def connect(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    timeout_s: int = 300,
+) -> None:
+    """Starts JAX's distributed runtime: with the three arguments, as given (`HOST:PORT` of
+    process 0, how many processes, this one's id); with none, from the cluster's environment.
+    Must run before JAX starts its backend."""
+    given = [coordinator, num_processes, process_id]
+    if any(v is not None for v in given) and any(v is None for v in given):
+        raise ConfigError(
+            "--coordinator, --num-processes and --process-id go together: pass all three, or "
+            "none under a cluster launcher (SLURM, Open MPI) that sets them."
+        )
+    if num_processes is not None:
+        _check_process_numbers(coordinator, num_processes, process_id)
+        if num_processes == 1:
+            return  # one process: nothing to coordinate
+    try:
+        jax.distributed.initialize(
+            coordinator, num_processes, process_id, initialization_timeout=timeout_s
+        )
+    except (RuntimeError, ValueError) as err:
+        detail = " ".join(str(err).split())[:300]
+        raise ProcessError(
+            f"could not join the other processes at {coordinator or 'the launcher’s address'} "
+            f"within {timeout_s} s ({detail}). Start every process with the same "
+            f"--coordinator and --num-processes, each with its own --process-id."
+        ) from None
+
+
+def _check_process_numbers(coordinator: str, num_processes, process_id) -> None:
+    host, _, port = str(coordinator).rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(
+            f"--coordinator must be HOST:PORT (process 0's address), got {coordinator!r}."
+        )
+    if num_processes < 1:
+        raise ConfigError(f"--num-processes must be >= 1, got {num_processes}.")
+    if not 0 <= process_id < num_processes:
+        raise ConfigError(
+            f"--process-id must be in 0..{num_processes - 1} (one id per process), "
+            f"got {process_id}."
+        )
+
+
+def count() -> int:
+    return jax.process_count()
+
+
+def index() -> int:
+    return jax.process_index()
+
+
+def seed_block(num_seeds: int) -> tuple[int, int]:
+    """[low, high) of the seeds this process runs: contiguous blocks in process order, the
+    first `num_seeds % count()` one seed longer."""
+    processes, me = count(), index()
+    if num_seeds < processes:
+        raise ConfigError(
+            f"{num_seeds} seeds cannot be shared by {processes} processes: use at least "
+            f"{processes} seeds, or fewer processes."
+        )
+    base, extra = divmod(num_seeds, processes)
+    low = me * base + min(me, extra)
+    return low, low + base + (1 if me < extra else 0)
+
+
+def checkpoint_folder(directory) -> pathlib.Path:
+    """Where this process checkpoints its seeds: `directory` in one process, else its own
+    `process-I-of-N` folder inside (a rerun over another number of processes is refused there,
+    `check_checkpoint_layout`)."""
+    check_checkpoint_layout(directory)
+    if count() == 1:
+        return pathlib.Path(directory)
+    return pathlib.Path(directory) / f"process-{index()}-of-{count()}"
+
+
+def check_checkpoint_layout(directory) -> None:
+    """Refuses a checkpoint folder written by a run over another number of processes: its
+    seeds were split otherwise, so no process could resume its own block."""
+    folder = pathlib.Path(directory)
+    found = sorted(p.name for p in folder.glob("process-*-of-*")) if folder.is_dir() else []
+    others = [name for name in found if not name.endswith(f"-of-{count()}")]
+    if others:
+        total = others[0].rsplit("-", 1)[-1]
+        raise ConfigError(
+            f"{folder} holds the checkpoints of a run over {total} processes ({others[0]}), "
+            f"this run has {count()}: rerun it with --num-processes {total} to resume it, or use "
+            f"another --checkpoint-dir."
+        )
+
+
+def gather(tree):
+    """`tree` (arrays with a leading seed axis, the same structure in every process) of every
+    process, joined along that axis in process order; every process gets the whole. One
+    process: `tree` as it is. Every process must call it the same number of times."""
+    if count() == 1:
+        return tree
+    tag = f"gather-{next(_GATHERS)}"  # the same in every process: they gather in one order
+    leaves, treedef = jax.tree.flatten(tree)
+    _publish(f"{tag}/{index()}", _to_bytes(leaves))
+    parts = [_from_bytes(_fetch(f"{tag}/{p}")) for p in range(count())]
+    joined = [np.concatenate(column, axis=0) for column in zip(*parts, strict=True)]
+    return jax.tree.unflatten(treedef, joined)
+
+
+def leave() -> None:
+    """Leaves the distributed runtime once every process is done (a process that left early
+    would take the coordination service, or its part of the seeds, with it); nothing in one
+    process."""
+    from jax._src import distributed  # asked without starting a backend
+
+    if distributed.global_state.client is not None:
+        try:
+            jax.distributed.shutdown()
+        except Exception as err:  # the others failed first: their error is the one to read
+            print(f"warning: leaving the other processes: {' '.join(str(err).split())[:200]}",
+                  file=sys.stderr)  # fmt: skip
+
+
+def _client():
+    from jax._src import distributed  # the one handle on the coordination service's store
+
+    client = distributed.global_state.client
+    if client is None:
+        raise ProcessError("several processes but no distributed client: call connect() first.")
+    return client
+
+
+def _publish(key: str, blob: bytes) -> None:
+    pieces = [blob[i : i + _PIECE_BYTES] for i in range(0, len(blob), _PIECE_BYTES)] or [b""]
+    client = _client()
+    for i, piece in enumerate(pieces):
+        client.key_value_set_bytes(f"policy_gnn/{key}/{i}", piece)
+    client.key_value_set(f"policy_gnn/{key}/pieces", str(len(pieces)))
+
+
+def _fetch(key: str) -> bytes:
+    client = _client()
+    timeout_ms = int(_gather_timeout_s() * 1000)
+    started = time.monotonic()
+    try:
+        pieces = int(client.blocking_key_value_get(f"policy_gnn/{key}/pieces", timeout_ms))
+        return b"".join(
+            client.blocking_key_value_get_bytes(f"policy_gnn/{key}/{i}", timeout_ms)
+            for i in range(pieces)
+        )
+    except Exception as err:  # the client raises its own types for a timeout or a lost peer
+        waited = time.monotonic() - started
+        detail = " ".join(str(err).split())[:200]
+        owner = key.rsplit("/", 1)[-1]
+        raise ProcessError(
+            f"process {owner}'s seeds did not arrive after {waited:.0f} s ({detail}): it "
+            f"stopped or failed. Nothing was written; rerun every process (with "
+            f"--checkpoint-dir, each resumes from its last checkpoint)."
+        ) from None
+
+
+def _gather_timeout_s() -> float:
+    value = os.environ.get(GATHER_TIMEOUT_ENV, "")
+    try:
+        seconds = float(value) if value else _DEFAULT_GATHER_TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigError(f"{GATHER_TIMEOUT_ENV} must be a number of seconds > 0, got {value!r}.")
+    return seconds
+
+
+def _to_bytes(leaves: list) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, *[_host(leaf) for leaf in leaves])
+    return buffer.getvalue()
+
+
+def _from_bytes(blob: bytes) -> list[np.ndarray]:
+    with np.load(io.BytesIO(blob), allow_pickle=False) as stored:
+        return [stored[f"arr_{i}"] for i in range(len(stored.files))]
+
+
+def _host(leaf) -> np.ndarray:
+    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        raise ProcessError("typed PRNG keys cannot be gathered: pass jax.random.key_data(...).")
+    return np.asarray(leaf)

@@ -1,0 +1,154 @@
+"""Seeds over several processes (JAX's distributed runtime, CPU processes on this host): 2 and 3
+processes give one process's `--seed-mode map` result bit for bit, through the command line and
+through `fit`."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import policy_gnn_jax as pg
+from policy_gnn_jax.runtime import processes
+
+COMMAND = [
+    sys.executable, "-m", "policy_gnn_jax.cli",
+    "--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "5", "--episodes", "4",
+    "--episodes-per-call", "2", "--steps-per-episode", "2", "--buffer-size", "16",
+    "--no-progress", "--seed-mode", "map",
+]  # fmt: skip
+# Fields that say how the run went, not what it computed.
+HOW_IT_RAN = {"wall_time_s", "processes"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _launch(argv_of, count: int, timeout: int = 400) -> list[subprocess.CompletedProcess]:
+    """Starts `count` processes (argv_of(i, port)) together and waits for all of them."""
+    port = _free_port()
+    started = [
+        subprocess.Popen(
+            argv_of(i, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )  # fmt: skip
+        for i in range(count)
+    ]
+    done = []
+    for p in started:
+        out, err = p.communicate(timeout=timeout)
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return done
+
+
+def _flags(i: int, port: int, count: int) -> list[str]:
+    return ["--coordinator", f"127.0.0.1:{port}", "--num-processes", str(count),
+            "--process-id", str(i)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one") / "out"
+    done = subprocess.run([*COMMAND, "--out", str(out)], capture_output=True, text=True,
+                          timeout=400)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_several_processes_equal_one_bit_for_bit(one_process, tmp_path, count):
+    out = tmp_path / "out"
+    done = _launch(lambda i, port: [*COMMAND, "--out", str(out), *_flags(i, port, count)], count)
+    for i, p in enumerate(done):
+        assert p.returncode == 0, (i, p.stderr[-2000:])
+    # Only process 0 writes; the others say which seeds they ran and where the result goes.
+    assert "results:" in done[0].stdout
+    assert "process 1 of" in done[1].stdout and "process 0 writes" in done[1].stdout
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    want = json.loads((one_process / "results.json").read_text())
+    got = json.loads((out / "results.json").read_text())
+    assert got["processes"] == count and want["processes"] == 1
+    assert {k for k in want if want[k] != got.get(k)} <= HOW_IT_RAN
+    with np.load(one_process / "snapshots.npz") as a, np.load(out / "snapshots.npz") as b:
+        assert a.files == b.files
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+FIT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import jax
+    jax.distributed.initialize(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    import numpy as np
+    import policy_gnn_jax as pg
+    ds = pg.load_dataset("csbm", num_nodes=1600)
+    config = pg.Config.tiny(num_episodes=2, episodes_per_call=2)
+    fit = pg.fit(ds, config, seeds=3, seed_mode="map", progress=False)
+    if jax.process_index() == 0:
+        depths = np.asarray(fit.predict_depths(ds.test_index)).tolist()
+        print(json.dumps({"record": fit.record, "depths": depths}))
+    """
+)
+
+
+def test_fit_over_two_processes_equals_one():
+    done = _launch(
+        lambda i, port: [sys.executable, "-c", FIT_SCRIPT, f"127.0.0.1:{port}", "2", str(i)], 2
+    )
+    for i, p in enumerate(done):
+        assert p.returncode == 0, (i, p.stderr[-2000:])
+    got = json.loads(done[0].stdout.strip().splitlines()[-1])
+    ds = pg.load_dataset("csbm", num_nodes=1600)
+    config = pg.Config.tiny(num_episodes=2, episodes_per_call=2)
+    want = pg.fit(ds, config, seeds=3, seed_mode="map", progress=False)
+    record = json.loads(json.dumps(want.record))
+    assert {k for k in record if record[k] != got["record"].get(k)} <= HOW_IT_RAN
+    assert got["depths"] == np.asarray(want.predict_depths(ds.test_index)).tolist()
+
+
+@pytest.mark.parametrize(
+    "count, me, seeds, block",
+    [(1, 0, 5, (0, 5)), (2, 0, 5, (0, 3)), (2, 1, 5, (3, 5)), (3, 2, 5, (4, 5)), (3, 1, 6, (2, 4))],
+)
+def test_seed_blocks_cover_the_seeds_in_order(monkeypatch, count, me, seeds, block):
+    monkeypatch.setattr(processes, "count", lambda: count)
+    monkeypatch.setattr(processes, "index", lambda: me)
+    assert processes.seed_block(seeds) == block
+
+
+def test_fewer_seeds_than_processes_is_refused(monkeypatch):
+    monkeypatch.setattr(processes, "count", lambda: 4)
+    with pytest.raises(pg.ConfigError, match="3 seeds cannot be shared by 4 processes"):
+        processes.seed_block(3)
+
+
+def test_a_checkpoint_folder_of_another_process_count_is_refused(small_dataset, tmp_path):
+    (tmp_path / "ckpt" / "process-0-of-3").mkdir(parents=True)
+    with pytest.raises(pg.ConfigError, match="run over 3 processes.*--num-processes 3"):
+        pg.fit(small_dataset, pg.Config.tiny(num_episodes=2, episodes_per_call=2), seeds=1,
+               progress=False, checkpoint_dir=tmp_path / "ckpt")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--coordinator", "127.0.0.1:1234"], "go together"),
+        (["--coordinator", "nohost", "--num-processes", "2", "--process-id", "0"], "HOST:PORT"),
+        (["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"], "0..1"),
+        (["--coordinator", "h:1", "--num-processes", "0", "--process-id", "0"], ">= 1"),
+    ],
+)
+def test_wrong_process_flags_are_one_error(tmp_path, flags, message):
+    done = subprocess.run([*COMMAND, "--out", str(tmp_path / "o"), *flags], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and message in last, last
+    assert not (tmp_path / "o").exists()
