@@ -158,9 +158,7 @@ def fit(
         if ckpt is not None:
             ckpt.close()
     wall = time.perf_counter() - start
-    selected = (*trainer.selected(state), _eval_keys(entry, state))
-    # Every process's seeds, in seed order (one process: its own, as they are).
-    metrics, results, selected = processes.gather(_to_host((metrics, results, selected)))
+    metrics, results, selected = _every_seed(entry, trainer, state, metrics, results)
     run = (metrics, results, wall, seeds, seed, seed_mode)
     record = _record(entry, dataset, config, g, options, ckpt, *run)
     fitted = Fit(record, config, entry.name, dataset, *selected)
@@ -222,6 +220,13 @@ def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, bac
 def _compiler_options(entry: methods.Method, config, g) -> dict | None:
     scatter_adds = compilation.float_scatter_adds(g.kernels, entry.engine(config, g))
     return compilation.compiler_options(config.reproducible, scatter_adds)
+
+
+def _every_seed(entry, trainer, state, metrics, results):
+    """(metrics, results, (params, policy, eval keys)) of every seed, on the host and in seed
+    order: over several processes each has its own block of seeds, and they are joined here."""
+    selected = (*trainer.selected(state), _eval_keys(entry, state))
+    return processes.gather(_to_host((metrics, results, selected)))
 
 
 def _eval_keys(entry: methods.Method, state):

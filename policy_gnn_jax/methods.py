@@ -30,11 +30,21 @@ from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones.base import Backbone
 from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import loop
-from policy_gnn_jax.runtime import records, runner
+from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import Trainer
 
 # (params, policy, evaluation key, nodes [M]) -> depths [M], for one seed; `Fit` vmaps it.
 DepthFn = Callable[[Any, Any, Any, jnp.ndarray], jnp.ndarray]
+
+
+def learning_rate_hints(config) -> dict:
+    """The divergence fix per network, naming the CLI flag and the Config field."""
+    return {
+        "backbone": (
+            f"Lower the GCN learning rate (--gcn-lr / Config.gcn_lr, now {config.gcn_lr:g})"
+        ),
+        "agent": f"Lower the Q-network learning rate (--q-lr / Config.q_lr, now {config.q_lr:g})",
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +59,7 @@ class Method:
       record_fields: (config, metrics, results) -> the method's own fields of `results.json`.
       prepare: config -> the config the method runs (e.g. the random policy's flag set).
       label: config -> a short name for progress bars, summaries and folder names.
-      hints: config -> the divergence fix per network (`runner.learning_rate_hints`).
+      hints: config -> the divergence fix per network (`learning_rate_hints`).
       engine: (config, graph) -> "full" or "subgraph", what the record says ran.
       uses_eval_keys: whether prediction needs each seed's evaluation key (a random policy
         draws its depths with it).
@@ -64,7 +74,7 @@ class Method:
     record_fields: Callable[[config_lib.Config, dict, dict], dict]
     prepare: Callable[[config_lib.Config], config_lib.Config] = lambda config: config
     label: Callable[[config_lib.Config], str] | None = None
-    hints: Callable[[config_lib.Config], dict] = runner.learning_rate_hints
+    hints: Callable[[config_lib.Config], dict] = learning_rate_hints
     engine: Callable[[config_lib.Config, graph_lib.Graph], str] = lambda config, g: "full"
     uses_eval_keys: bool = False
     takes_backbone: bool = True

@@ -4,6 +4,7 @@ through `fit`."""
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import processes
+from policy_gnn_jax.runtime import checkpoint, processes
 
 COMMAND = [
     sys.executable, "-m", "policy_gnn_jax.cli",
@@ -31,12 +32,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(argv_of, count: int, timeout: int = 400) -> list[subprocess.CompletedProcess]:
-    """Starts `count` processes (argv_of(i, port)) together and waits for all of them."""
+def _launch(argv_of, count: int, env_of=None, timeout: int = 400) -> list:
+    """Starts `count` processes (argv_of(i, port), environment env_of[i] or this one's)
+    together and waits for all of them."""
     port = _free_port()
+    env_of = env_of or {}
     started = [
         subprocess.Popen(
-            argv_of(i, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            argv_of(i, port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_of.get(i),
         )  # fmt: skip
         for i in range(count)
     ]
@@ -77,6 +84,37 @@ def test_several_processes_equal_one_bit_for_bit(one_process, tmp_path, count):
     assert {k for k in want if want[k] != got.get(k)} <= HOW_IT_RAN
     with np.load(one_process / "snapshots.npz") as a, np.load(out / "snapshots.npz") as b:
         assert a.files == b.files
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_a_killed_process_stops_the_other_and_a_rerun_resumes_bit_identical(one_process, tmp_path):
+    """Process 1 dies (SIGKILL) right after its first checkpoint; process 0 finishes its seeds,
+    then says which process stopped, writes nothing and leaves no folder. Rerunning both
+    resumes each from its own checkpoint and ends equal to the uninterrupted one-process run."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def argv(i, port):
+        return [*COMMAND, "--out", str(out), "--checkpoint-dir", str(ckpt),
+                "--checkpoint-every", "1", *_flags(i, port, 2)]  # fmt: skip
+
+    env = {**os.environ, checkpoint.KILL_AFTER_SAVES_ENV: "1"}
+    killed = _launch(argv, 2, env_of={1: env})
+    assert killed[1].returncode == -signal.SIGKILL, killed[1].stderr[-2000:]
+    assert killed[0].returncode == 2, killed[0].stderr[-2000:]
+    last = killed[0].stderr.strip().splitlines()[-1]
+    assert last.startswith("error: process 1 stopped before handing over its seeds"), last
+    assert not out.exists()
+    assert sorted(os.listdir(ckpt)) == ["process-0-of-2", "process-1-of-2"]
+    resumed = _launch(argv, 2)
+    for i, p in enumerate(resumed):
+        assert p.returncode == 0, (i, p.stderr[-2000:])
+    assert "2 of 4 episodes already done" in resumed[1].stdout
+    assert "4 of 4 episodes already done" in resumed[0].stdout
+    want = json.loads((one_process / "results.json").read_text())
+    got = json.loads((out / "results.json").read_text())
+    assert {k for k in want if want[k] != got.get(k)} <= HOW_IT_RAN | {"resumed"}
+    with np.load(one_process / "snapshots.npz") as a, np.load(out / "snapshots.npz") as b:
         for name in a.files:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 

@@ -24,6 +24,8 @@ import time
 import jax
 import numpy as np
 
+from policy_gnn_jax.runtime import processes, step_store
+
 # Fault injection for the resume test: kill this process (SIGKILL, no clean-up) right after the
 # N-th checkpoint is saved. Never set in normal use.
 KILL_AFTER_SAVES_ENV = "POLICY_GNN_KILL_AFTER_CHECKPOINTS"
@@ -135,17 +137,6 @@ def data_to_keys(tree, like):
     )
 
 
-def _this_process_only(ocp):
-    """Orbax's options for a folder that this process alone writes: over several processes each
-    checkpoints its own seeds in its own folder, with no barrier on the others."""
-    if jax.process_count() == 1:
-        return ocp.options.MultiprocessingOptions()  # orbax's defaults
-    me = jax.process_index()
-    return ocp.options.MultiprocessingOptions(
-        primary_host=me, active_processes={me}, barrier_sync_key_prefix=f"process-{me}"
-    )
-
-
 def _changes(saved: dict | None, current: dict | None) -> str:
     """What differs between a checkpoint's run and this one, e.g. "seeds: 2 there, 3 here"."""
     if not saved or not current:  # a checkpoint written before runs kept their identity
@@ -172,9 +163,6 @@ class Checkpointer:
     def __init__(
         self, directory: str | os.PathLike, fingerprint: str, identity: dict | None = None
     ):
-        import orbax.checkpoint as ocp  # heavy import: only when checkpoints are asked for
-
-        self._ocp = ocp
         self._kill_after = _kill_after_saves()
         self.fingerprint = fingerprint
         self.identity = identity
@@ -193,13 +181,10 @@ class Checkpointer:
         try:
             _check_is_checkpoint_folder(self.directory)
             check_writable_dir(self.directory, "checkpoint folder")
-            options = self._ocp.CheckpointManagerOptions(
-                max_to_keep=2,
-                enable_async_checkpointing=False,
-                create=True,
-                multiprocessing_options=_this_process_only(self._ocp),
-            )
-            self._manager = self._ocp.CheckpointManager(self.directory, options=options)
+            # One process: orbax; each process of several: its own files (step_store.py).
+            several = processes.count() > 1
+            store = step_store.FileSteps if several else step_store.OrbaxSteps
+            self._manager = store(self.directory)
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -232,10 +217,8 @@ class Checkpointer:
         step = self._manager.latest_step()
         if step is None:
             return None
-        ocp = self._ocp
         try:
-            meta = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-            meta = meta.meta
+            meta = self._manager.read_meta(step)
         except Exception as err:  # orbax raises many types for a damaged folder
             raise self._corrupt(step, err) from None
         if meta.get("fingerprint") != self.fingerprint:
@@ -249,9 +232,7 @@ class Checkpointer:
             "metrics": metrics_like_fn(meta["units_done"]),
         }
         try:
-            restored = self._manager.restore(
-                step, args=ocp.args.Composite(run=ocp.args.StandardRestore(target))
-            ).run
+            restored = self._manager.read_run(step, target)
         except Exception as err:
             raise self._corrupt(step, err) from None
         state = data_to_keys(restored["state"], state_like)
@@ -296,7 +277,6 @@ class Checkpointer:
 
     def save(self, chunks_done: int, units_done: int, state, metrics) -> None:
         self._move_if_lock_lost()
-        ocp = self._ocp
         run = {"state": keys_to_data(state), "metrics": metrics}
         meta = {
             "fingerprint": self.fingerprint,
@@ -306,14 +286,7 @@ class Checkpointer:
             "wall_time_s": self._wall_before() + time.perf_counter() - self._opened,
         }
         with signals_deferred():  # Ctrl-C during a save lands after it: the checkpoint is whole
-            self._manager.save(
-                chunks_done,
-                args=ocp.args.Composite(
-                    run=ocp.args.StandardSave(run), meta=ocp.args.JsonSave(meta)
-                ),
-                force=True,
-            )
-            self._manager.wait_until_finished()
+            self._manager.write(chunks_done, run, meta)
         self._saves += 1
         if self._kill_after and self._saves >= self._kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -368,6 +341,8 @@ def is_checkpoint_step(path: pathlib.Path) -> bool:
     commit marker), or one of its temporary step folders."""
     if not path.is_dir():
         return False
+    if step_store.is_file_step(path):
+        return True
     if ".orbax-checkpoint-tmp" in path.name:
         return True
     markers = ("_CHECKPOINT_METADATA", "commit_success.txt")

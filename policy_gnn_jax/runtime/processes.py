@@ -31,6 +31,10 @@ _LAUNCHER_COUNTS = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "JAX_NUM_PROCESSES")
 # (the coordination service's heartbeat).
 GATHER_TIMEOUT_ENV = "POLICY_GNN_GATHER_TIMEOUT_S"
 _DEFAULT_GATHER_TIMEOUT_S = 3600
+# A process that sends no heartbeat for this long counts as stopped.
+HEARTBEAT_S = 30
+# How often a waiting process asks whether the one it waits for is still there.
+_POLL_MS = 2000
 # The coordination service's messages are capped; larger blobs travel in pieces.
 _PIECE_BYTES = 1 << 20
 
@@ -70,9 +74,16 @@ def connect(
         _check_process_numbers(coordinator, num_processes, process_id)
         if num_processes == 1:
             return  # one process: nothing to coordinate
+    # Without it, JAX aborts every other process (a C++ stack trace, status 134) when one
+    # stops; with it they go on, and `gather` says which process stopped.
+    jax.config.update("jax_enable_recoverability", True)
     try:
         jax.distributed.initialize(
-            coordinator, num_processes, process_id, initialization_timeout=timeout_s
+            coordinator,
+            num_processes,
+            process_id,
+            initialization_timeout=timeout_s,
+            heartbeat_timeout_seconds=HEARTBEAT_S,
         )
     except (RuntimeError, ValueError) as err:
         detail = " ".join(str(err).split())[:300]
@@ -155,6 +166,7 @@ def gather(tree):
     leaves, treedef = jax.tree.flatten(tree)
     _publish(f"{tag}/{index()}", _to_bytes(leaves))
     parts = [_from_bytes(_fetch(f"{tag}/{p}")) for p in range(count())]
+    _barrier(f"{tag}/read")  # no process leaves while another may still read its part
     joined = [np.concatenate(column, axis=0) for column in zip(*parts, strict=True)]
     return jax.tree.unflatten(treedef, joined)
 
@@ -191,24 +203,51 @@ def _publish(key: str, blob: bytes) -> None:
 
 
 def _fetch(key: str) -> bytes:
+    """The blob `_publish` stored under `key` by process `owner`, waiting for it while that
+    process is alive (at most the gather timeout)."""
+    owner = int(key.rsplit("/", 1)[-1])
+    deadline = time.monotonic() + _gather_timeout_s()
     client = _client()
-    timeout_ms = int(_gather_timeout_s() * 1000)
-    started = time.monotonic()
+    while True:
+        try:
+            pieces = int(client.blocking_key_value_get(f"policy_gnn/{key}/pieces", _POLL_MS))
+            break
+        except Exception:  # not there yet (the client raises its own types), or no service
+            if not _alive(owner):
+                raise ProcessError(
+                    f"process {owner} stopped before handing over its seeds. Nothing was "
+                    f"written; rerun every process (with --checkpoint-dir, each resumes from "
+                    f"its last checkpoint)."
+                ) from None
+            if time.monotonic() > deadline:
+                raise ProcessError(
+                    f"process {owner}'s seeds did not arrive within {_gather_timeout_s():g} s "
+                    f"({GATHER_TIMEOUT_ENV}). Nothing was written."
+                ) from None
+    return b"".join(
+        client.blocking_key_value_get_bytes(f"policy_gnn/{key}/{i}", _POLL_MS)
+        for i in range(pieces)
+    )
+
+
+def _barrier(name: str) -> None:
     try:
-        pieces = int(client.blocking_key_value_get(f"policy_gnn/{key}/pieces", timeout_ms))
-        return b"".join(
-            client.blocking_key_value_get_bytes(f"policy_gnn/{key}/{i}", timeout_ms)
-            for i in range(pieces)
-        )
-    except Exception as err:  # the client raises its own types for a timeout or a lost peer
-        waited = time.monotonic() - started
+        _client().wait_at_barrier(f"policy_gnn/{name}", int(_gather_timeout_s() * 1000))
+    except Exception as err:
         detail = " ".join(str(err).split())[:200]
-        owner = key.rsplit("/", 1)[-1]
         raise ProcessError(
-            f"process {owner}'s seeds did not arrive after {waited:.0f} s ({detail}): it "
-            f"stopped or failed. Nothing was written; rerun every process (with "
-            f"--checkpoint-dir, each resumes from its last checkpoint)."
+            f"a process stopped while the seeds were handed over ({detail}). Nothing was "
+            f"written; rerun every process."
         ) from None
+
+
+def _alive(process: int) -> bool:
+    """Whether `process` still sends heartbeats (False too when the coordination service,
+    which lives in process 0, is gone)."""
+    try:
+        return process in _client().get_live_nodes([process])
+    except Exception:
+        return False
 
 
 def _gather_timeout_s() -> float:

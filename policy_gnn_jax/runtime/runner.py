@@ -397,13 +397,3 @@ def _concat(chunks: list) -> dict:
     if len(chunks) == 1:
         return chunks[0]
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
-
-
-def learning_rate_hints(config) -> dict:
-    """The divergence fix per network, naming the CLI flag and the Config field."""
-    return {
-        "backbone": (
-            f"Lower the GCN learning rate (--gcn-lr / Config.gcn_lr, now {config.gcn_lr:g})"
-        ),
-        "agent": f"Lower the Q-network learning rate (--q-lr / Config.q_lr, now {config.q_lr:g})",
-    }

@@ -31,7 +31,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.contrib.adaptive_depth import bandit, headroom
-from policy_gnn_jax.runtime import records, runner
+from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import epoch_trainer
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
@@ -311,7 +311,7 @@ def _method_depth_fn(config, ds: data.Dataset, g: graph_lib.Graph, agent):
 
 
 def _hints(config) -> dict:
-    hints = runner.learning_rate_hints(config)
+    hints = methods.learning_rate_hints(config)
     hints["agent"] = f"Lower the bandit's learning rate (Config.plus_lr, now {config.plus_lr:g})"
     return hints
 
