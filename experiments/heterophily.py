@@ -32,6 +32,7 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import data, methods
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.contrib.adaptive_depth import headroom
+from policy_gnn_jax.contrib.reproduction import figures
 from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
 
 OPTIONS = {
@@ -131,6 +132,8 @@ def study(args) -> None:
         option = chosen.get(name, {}).get("chosen_by_val", "plain")
         if args.options is not None:  # the user's one choice, over the chosen one
             option = args.options[0]
+        else:
+            _warn_if_chosen_otherwise(name, chosen.get(name), args)
         cfg = base_config(args.max_depth, option)
         rows, points = {}, []
         for k in _splits(args, name):
@@ -140,13 +143,15 @@ def study(args) -> None:
             for key, row in _split_rows(ds, cfg, fixed, args, folder, points).items():
                 rows.setdefault(key, []).append(row)
             print(f"{name} split {k}: done", flush=True)
-        summary[name] = {"backbone_options": option, "metric": ds.metric,
+        summary[name] = {"backbone_options": option, "metric": ds.metric, "seeds": args.seeds,
+                         "max_depth": args.max_depth,
                          "rows": {key: _over_splits(v) for key, v in rows.items()}}  # fmt: skip
         depth_points[name] = np.concatenate(points) if points else np.zeros((0, 3))
-    result = {"seeds": args.seeds, "max_depth": args.max_depth, "datasets": summary}
-    _merge_json(pathlib.Path(args.results_json), result["datasets"], extra=result)
-    _write_table(pathlib.Path(args.results_json).with_suffix(".md"), summary, args)
-    _write_figure(pathlib.Path(args.figure), depth_points)
+    results = pathlib.Path(args.results_json)
+    merged = _merge_json(results, summary, extra={"datasets": summary})
+    # The table and the figure show every dataset the files hold, not only this run's.
+    _write_table(results.with_suffix(".md"), merged["datasets"])
+    figures.depths_by_structure(_merge_points(results, depth_points), pathlib.Path(args.figure))
 
 
 def _split_rows(ds, cfg, fixed, args, folder, points) -> dict:
@@ -217,7 +222,7 @@ PUBLISHED = {
 }  # fmt: skip
 
 
-def _write_table(path: pathlib.Path, summary: dict, args) -> None:
+def _write_table(path: pathlib.Path, summary: dict) -> None:
     names = list(summary)
     keys = list(dict.fromkeys(k for s in summary.values() for k in s["rows"]))
     lines = ["| row | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
@@ -239,43 +244,14 @@ def _write_table(path: pathlib.Path, summary: dict, args) -> None:
                  for n in names]  # fmt: skip
         lines.append(f"| published: {model} | " + " | ".join(cells) + " |")
     metrics = ", ".join(f"{n}: {records.METRIC_NAMES[summary[n]['metric']]}" for n in names)
+    seeds = ", ".join(f"{n}: {summary[n].get('seeds', '?')}" for n in names)
     lines.append(
-        f"\nTest score in %, mean ± std over the splits of each split's mean over {args.seeds} "
-        f"seeds ({metrics}; headroom rows in accuracy). Backbone options per dataset: "
+        f"\nTest score in %, mean ± std over the splits of each split's mean over the seeds "
+        f"({seeds}) ({metrics}; headroom rows in accuracy). Backbone options per dataset: "
         + ", ".join(f"{n}: {summary[n]['backbone_options']}" for n in names)
         + ". Every choice on validation; upper bounds read test labels and are not methods."
     )
     checkpoint.atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def _write_figure(path: pathlib.Path, points: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from policy_gnn_jax.contrib.reproduction.figures import save_figure
-
-    shown = {n: p for n, p in points.items() if len(p)}
-    if not shown:
-        return
-    fig, axes = plt.subplots(2, len(shown), figsize=(3.2 * len(shown), 6), squeeze=False)
-    for col, (name, p) in enumerate(shown.items()):
-        for row, (x, label) in enumerate(((np.log1p(p[:, 0]), "log(1 + degree)"),
-                                          (p[:, 1], "estimated local homophily"))):  # fmt: skip
-            bins = np.quantile(x, np.linspace(0, 1, 7))
-            which = np.clip(np.searchsorted(bins, x, side="right") - 1, 0, 5)
-            mids = [x[which == b].mean() for b in range(6) if (which == b).any()]
-            means = [p[which == b, 2].mean() for b in range(6) if (which == b).any()]
-            ax = axes[row, col]
-            ax.scatter(x, p[:, 2] + np.random.default_rng(0).normal(0, 0.08, len(x)), s=2,
-                       alpha=0.15)  # fmt: skip
-            ax.plot(mids, means, "o-", color="k")
-            ax.set_xlabel(label)
-            ax.set_ylabel("depth chosen by Policy-GNN")
-            ax.set_title(name)
-    fig.tight_layout()
-    save_figure(fig, path)
 
 
 def _splits(args, name) -> list[int]:
@@ -286,14 +262,46 @@ def _read_json(path: pathlib.Path) -> dict:
     return checkpoint.read_json(path) if path.exists() else {}
 
 
-def _merge_json(path: pathlib.Path, entries: dict, extra: dict | None = None) -> None:
+def _merge_json(path: pathlib.Path, entries: dict, extra: dict | None = None) -> dict:
+    """Adds `entries` to the file (under "datasets" with `extra`), keeping every other entry;
+    returns what the file now holds."""
     merged = _read_json(path)
     if extra is not None:
-        merged = {**merged, **{k: v for k, v in extra.items() if k != "datasets"}}
-        merged["datasets"] = {**merged.get("datasets", {}), **entries}
+        old = merged.get("datasets", {})
+        # Seeds and depths are each dataset's own: a run over some datasets would mislabel the
+        # others (files written before say them once, for all).
+        old = {n: {"seeds": merged.get("seeds"), "max_depth": merged.get("max_depth"), **e}
+               for n, e in old.items()}  # fmt: skip
+        merged = {"datasets": {**old, **entries}}
     else:
         merged.update(entries)
     checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
+    return merged
+
+
+def _merge_points(results: pathlib.Path, points: dict) -> dict:
+    """Each dataset's (degree, homophily, depth) points for the figure, kept beside the results
+    file so that a run over some datasets redraws the others too."""
+    path = results.with_suffix(".depths.npz")
+    kept = dict(np.load(path)) if path.exists() else {}
+    kept.update({n: p for n, p in points.items() if len(p)})
+    buffer = io.BytesIO()
+    np.savez(buffer, **kept)
+    checkpoint.atomic_write_bytes(path, buffer.getvalue())
+    return kept
+
+
+def _warn_if_chosen_otherwise(name: str, entry: dict | None, args) -> None:
+    """The options were chosen at another depth range or seed count: said, not silently used."""
+    if not entry:
+        return
+    used = {"max_depth": args.max_depth, "seeds": args.seeds}
+    differ = {k: entry.get(k) for k, v in used.items() if entry.get(k) not in (None, v)}
+    if differ:
+        then = ", ".join(f"{k} {v}" for k, v in differ.items())
+        print(f"warning: {name}'s options were chosen with {then}; this study runs max_depth "
+              f"{args.max_depth} with {args.seeds} seeds. Run `options` with the same flags to "
+              f"choose for them.", file=sys.stderr)  # fmt: skip
 
 
 def parse_args(argv):
@@ -325,6 +333,11 @@ def run(args) -> None:
     require_at_least_one(seeds=args.seeds, episodes=args.episodes, num_splits=args.num_splits)
     if args.what == "study" and args.options is not None and len(args.options) != 1:
         raise pg.ConfigError("study --options takes one combination: the one to run.")
+    if args.what == "options" and args.options is not None and len(set(args.options)) < 2:
+        raise pg.ConfigError(
+            f"options --options needs at least two different combinations to choose from, got "
+            f"{' '.join(args.options)}."
+        )
     if args.max_depth < 0:
         raise pg.ConfigError(f"--max-depth must be >= 0 (depths 0..K), got {args.max_depth}.")
     for flag in ("options_json", "results_json"):

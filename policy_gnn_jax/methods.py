@@ -21,6 +21,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from policy_gnn_jax import backbones, data, fixed_depth
@@ -101,10 +102,41 @@ class Method:
             raise config_lib.ConfigError(
                 f"method {self.name!r} takes no agent (the MDP methods policy-gnn and random do)."
             )
+        if agent is not None:
+            _check_agent_types(agent)
         if agent is not None and agent.num_actions != config.num_actions:
             raise config_lib.ConfigError(
                 f"the agent has {agent.num_actions} actions, but depths {config.min_depth}.."
                 f"{config.max_depth} need {config.num_actions}: build it for the config's depths."
+            )
+
+
+def _check_agent_types(agent: Agent) -> None:
+    """An agent's action count is an int, and act() and depths() give integer arrays of one
+    entry per node (tried on shapes only: nothing runs)."""
+    if isinstance(agent.num_actions, bool) or not isinstance(agent.num_actions, int):
+        raise config_lib.ConfigError(
+            f"the agent's num_actions must be an int, got {agent.num_actions!r}."
+        )
+    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    nodes = jax.ShapeDtypeStruct((3,), jnp.int32)
+    step = jax.ShapeDtypeStruct((), jnp.int32)
+    try:
+        state, policy = jax.eval_shape(agent.init, key)
+        outputs = {
+            "act": jax.eval_shape(agent.act, key, state, nodes, step)[2],
+            "depths": jax.eval_shape(agent.depths, key, policy, nodes),
+        }
+    except Exception as err:  # the user's code: whatever it raises
+        raise config_lib.ConfigError(
+            f"the agent could not be traced on 3 nodes ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:200]})."
+        ) from None
+    for name, out in outputs.items():
+        if out.shape != nodes.shape or not jnp.issubdtype(out.dtype, jnp.integer):
+            raise config_lib.ConfigError(
+                f"the agent's {name}() returned {out.dtype} {out.shape} for 3 nodes: it must "
+                f"return one integer per node."
             )
 
 
@@ -146,6 +178,11 @@ def get(name: str) -> Method:
 
 
 def _mdp_trainer(config, ds: data.Dataset, g, backbone, agent) -> Trainer:
+    if config.audit and g.metric != "accuracy":  # the released code's metric is an accuracy
+        raise config_lib.ConfigError(
+            f"the audit reproduces the released code's accuracy; {ds.name} is scored by "
+            f"{g.metric}: run it without --audit (Config.audit=False)."
+        )
     hops = graph_lib.train_hop_distances(ds, config.max_depth)
     return loop.make_trainer(config, g, hops, backbone=backbone, agent=agent)
 

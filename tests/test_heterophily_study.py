@@ -68,3 +68,34 @@ def test_a_second_study_reuses_its_runs(studied):
     again = _study(studied, "study")
     assert again.returncode == 0, again.stderr
     assert fit_json.stat().st_mtime_ns == stamp and before is not None
+
+
+NO_POLICIES = ("--skip", "policy-gnn", "random", "policy-gnn-plus")
+
+
+def test_a_study_of_other_datasets_keeps_the_earlier_ones_in_the_table(studied):
+    """Before: the .md table and the figure were rewritten with this run's datasets only, and
+    the JSON's one "seeds" relabelled every dataset with this run's count."""
+    _need("cornell.npz")
+    done = _study(studied, "study", "--datasets", "cornell", "--seeds", "2", *NO_POLICIES)
+    assert done.returncode == 0, done.stderr
+    table = (studied / "results.md").read_text()
+    assert "| row | texas | cornell |" in table
+    saved = json.loads((studied / "results.json").read_text())["datasets"]
+    assert (saved["texas"]["seeds"], saved["cornell"]["seeds"]) == (1, 2)
+    with np.load(studied / "results.depths.npz") as points:
+        assert "texas" in points.files  # the figure still draws texas's policy depths
+
+
+def test_options_chosen_at_another_depth_range_are_said(studied):
+    """Before: options chosen at max-depth 1 were used at max-depth 2 without a word."""
+    done = _study(studied, "study", "--max-depth", "2", *NO_POLICIES)
+    assert done.returncode == 0, done.stderr
+    assert "texas's options were chosen with max_depth 1" in done.stderr
+
+
+def test_options_needs_two_different_candidates(tmp_path):
+    """Before: `--options plain plain` replaced an earlier choice among two."""
+    done = _study(tmp_path, "options", "--options", "plain", "plain")
+    assert done.returncode == 2
+    assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]

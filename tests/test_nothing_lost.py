@@ -196,7 +196,10 @@ def test_output_files_follow_the_umask(two_fits, tmp_path):
         assert (tmp_path / "a" / name).stat().st_mode & 0o777 == 0o644, name
 
 
-@pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    "stop, code",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 143), (signal.SIGQUIT, 143)],
+)
 def test_a_signal_ends_with_one_line_naming_the_last_checkpoint(tmp_path, stop, code):
     """Before: a KeyboardInterrupt traceback and orbax's (SIGINT); SIGTERM killed the run with
     no word and left its empty output folder."""

@@ -184,5 +184,5 @@ def test_a_csbm_degree_that_is_not_a_number_is_named():
     from policy_gnn_jax import data
 
     for degree in (float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="avg_degree must be a finite number > 0"):
+        with pytest.raises(ValueError, match="avg_degree must be a finite number"):
             data.make_csbm(num_nodes=1600, avg_degree=degree)

@@ -53,7 +53,11 @@ def add(state: ReplayState, batch: Transition) -> ReplayState:
     chex.assert_type([batch.node_tm1, batch.a_tm1, batch.node_t, batch.r_t], [int, int, int, float])
     width = batch.r_t.shape[0]
     if width > state.capacity:
-        raise ValueError(f"adding {width} transitions at once exceeds capacity {state.capacity}")
+        raise ValueError(
+            f"each MDP step adds {width} transitions (num_walkers, or one per training node) but "
+            f"the replay buffer holds {state.capacity} (replay_capacity): raise --set "
+            f"replay_capacity=N or lower --set num_walkers=N."
+        )
     slots = (state.position + jnp.arange(width)) % state.capacity
     data = jax.tree.map(
         lambda buf, new: buf.at[slots].set(new.astype(buf.dtype)), state.data, batch

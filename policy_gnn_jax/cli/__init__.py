@@ -20,7 +20,7 @@ def launch() -> int:
     ends the command with one line: raised inside an extension's initialisation, it would
     surface as an ImportError traceback, or be swallowed by a library's optional import."""
     received = []
-    held = (signal.SIGINT, signal.SIGTERM)
+    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
     previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
     try:
         entry = importlib.import_module("policy_gnn_jax.cli.command").entry

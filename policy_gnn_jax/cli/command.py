@@ -116,8 +116,11 @@ def _check_generator_args(args) -> None:
             f"--csbm-seed must be in 0..{runner.MAX_SEED}, got {args.csbm_seed}."
         )
     require_at_least_one(csbm_nodes=args.csbm_nodes, csbm_features=args.csbm_features)
-    if not (math.isfinite(args.csbm_degree) and args.csbm_degree > 0):
-        raise config_lib.ConfigError(f"--csbm-degree must be a number > 0, got {args.csbm_degree}.")
+    if not (math.isfinite(args.csbm_degree) and 0 < args.csbm_degree <= args.csbm_nodes - 1):
+        raise config_lib.ConfigError(
+            f"--csbm-degree must be a number in (0, {args.csbm_nodes - 1}] (--csbm-nodes - 1: "
+            f"more makes the same complete graph), got {args.csbm_degree}."
+        )
     if not (0.0 <= args.csbm_homophily <= 1.0):  # also refuses nan
         raise config_lib.ConfigError(
             f"--csbm-homophily must be in [0, 1], got {args.csbm_homophily}."
@@ -141,7 +144,7 @@ def main(argv=None) -> int:
         if code == 0 and runner.stop_requested() is not None:  # noted after the last check
             print("error: interrupted after the result was saved; it is complete.",
                   file=sys.stderr)  # fmt: skip
-            return 143 if runner.stop_requested() == signal.SIGTERM else 130
+            return 130 if runner.stop_requested() == signal.SIGINT else 143
         return code
 
 
@@ -286,7 +289,7 @@ def entry() -> int:
     immediate exit, so that tearing JAX down half-way cannot crash the process after the one
     line was printed. A signal after `main` (while the interpreter shuts down) is one line too."""
     late = []
-    held = (signal.SIGINT, signal.SIGTERM)
+    held = checkpoint.STOP_SIGNALS
     for s in held:  # under main's own handlers, and after them until the code is known
         signal.signal(s, lambda signum, frame: late.append(signum))
     code = main()

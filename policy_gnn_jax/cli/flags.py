@@ -192,7 +192,8 @@ def config_from_args(args) -> config_lib.Config:
     else:
         preset = config_lib.Config
     values = dict(backbone=backbone)
-    values.update({field: value for _, field, value in flag_fields(args)})
+    ignored = methods.get(args.method).ignores  # warned about, and not applied
+    values.update({field: value for _, field, value in flag_fields(args) if field not in ignored})
     values.update(overrides)
     return preset(**values)
 

@@ -13,7 +13,7 @@ import threading
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import processes, runner
+from policy_gnn_jax.runtime import checkpoint, processes, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
 # ProcessError: another process of a distributed run failed or could not be reached.
@@ -29,13 +29,14 @@ def require_at_least_one(**counts: int) -> None:
 
 @contextlib.contextmanager
 def guarded():
-    """A command's run: SIGINT and SIGTERM stop it through `stop_on_signal` (the main thread
-    only), and standard output cannot fail it (`TolerantStdout`: one warning at the end).
+    """A command's run: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop it through `stop_on_signal`
+    (the main thread only), and standard output cannot fail it (`TolerantStdout`: one warning
+    at the end).
     The caller's handlers and stdout come back afterwards."""
     previous = {}
     if threading.current_thread() is threading.main_thread():
         runner.clear_stop()
-        previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, stop_on_signal) for s in checkpoint.STOP_SIGNALS}
     stdout = sys.stdout = TolerantStdout(sys.stdout)
     try:
         yield
@@ -117,7 +118,7 @@ def late_stop(code: int, signum: int) -> int:
         return code
     print("error: interrupted after the run had finished; its result is complete.",
           file=sys.stderr)  # fmt: skip
-    return 143 if signum == signal.SIGTERM else 130
+    return 130 if signum == signal.SIGINT else 143
 
 
 class TolerantStdout:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 import time
 
 from policy_gnn_jax import config, data, methods
@@ -23,6 +24,7 @@ def parse_splits(text: str, available: int) -> list[int]:
     text = text.strip()
     if text == "all":
         return list(range(available))
+    low = high = 0
     try:
         if "-" in text:
             low, high = (int(part) for part in text.split("-"))
@@ -31,6 +33,8 @@ def parse_splits(text: str, available: int) -> list[int]:
             chosen = [int(part) for part in text.split(",")]
     except ValueError:
         chosen = []
+    if low > high:
+        raise config.ConfigError(f"--splits {text}: a range A-B needs A <= B, e.g. 0-9.")
     if not chosen or len(set(chosen)) != len(chosen):
         raise config.ConfigError(
             f"--splits must be all, A-B or distinct A,B,..., got {text!r}: e.g. --splits all."
@@ -54,12 +58,10 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     for k in chosen:
         ds = load(k)
         folder = out / f"split-{k}"
-        record = saved_fit.saved_record_of(
-            folder, ds, prepared, method, args.seeds, args.seed,
-            args.seed_mode,
-        )  # fmt: skip
+        record = _reusable(folder, ds, prepared, method, args)
         if record is None:
             outputs.check_no_result(folder, args.overwrite, "--overwrite")  # before training
+            _drop_summary(out)  # it no longer describes the split folders
             fitted = fit(ds)
             fitted.save(folder, overwrite=args.overwrite)
             record = fitted.record
@@ -70,12 +72,34 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     summary = summarise(per_split, record, method, args)
     summary["reused_splits"] = reused
     summary["wall_time_s"] = time.perf_counter() - started
-    # A single run's files replaced by --overwrite would not belong to the sweep's results.json:
-    # its manifest first, so that the folder is never taken for that fit again.
-    for name in ("fit.json", "snapshots.npz", "dataset.npz"):
-        (out / name).unlink(missing_ok=True)
+    _drop_summary(out)
     checkpoint.atomic_write_text(out / "results.json", json.dumps(summary, indent=2))
     return summary
+
+
+def _reusable(folder: pathlib.Path, ds, prepared, method: str, args) -> dict | None:
+    """The record of the fit in `folder` if it is this split's run. A damaged one is trained
+    again under --overwrite, else refused with what to do."""
+    try:
+        return saved_fit.saved_record_of(
+            folder, ds, prepared, method, args.seeds, args.seed, args.seed_mode
+        )
+    except checkpoint.CheckpointError as err:
+        if args.overwrite:
+            print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
+            return None
+        raise checkpoint.CheckpointError(
+            f"{folder} holds a damaged fit ({err}) Delete {folder}, or pass --overwrite to "
+            f"train that split again."
+        ) from None
+
+
+def _drop_summary(out: pathlib.Path) -> None:
+    """Removes what `out` held over the split folders: a sweep's results.json, or a single
+    run's files (replaced by --overwrite). The manifest first, so that the folder is never
+    taken for that fit again."""
+    for name in ("fit.json", "snapshots.npz", "dataset.npz", "results.json"):
+        (out / name).unlink(missing_ok=True)
 
 
 def _split_row(k: int, folder: pathlib.Path, record: dict) -> dict:

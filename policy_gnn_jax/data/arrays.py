@@ -165,6 +165,12 @@ EDGE_LAYOUTS = ("2xE", "Ex2")
 
 def _edge_rows(edges, layout: str | None) -> np.ndarray:
     """The edge array as [2, E]: a 2x2 array could be either layout, so it needs `layout`."""
+    if sp.issparse(edges):
+        _fail(
+            f"edges is a sparse {edges.shape[0]}x{edges.shape[1]} matrix (an adjacency), not an "
+            f"edge list.",
+            "Pass np.stack(adjacency.nonzero()) as edges.",
+        )
     edges = np.asarray(edges)
     if layout is not None and layout not in EDGE_LAYOUTS:
         _fail(f"edges_layout must be one of {EDGE_LAYOUTS}, got {layout!r}.", "")
@@ -256,6 +262,8 @@ def from_arrays(
     """
     if not isinstance(name, str) or not name:
         _fail(f"name must be a non-empty string, got {name!r}.", "Pass the dataset's name.")
+    if not isinstance(symmetrise, bool | np.bool_):  # "False" would read as true
+        _fail(f"symmetrise must be True or False, got {symmetrise!r}.", "Pass a bool.")
     feats = _as_features(features)
     n = feats.shape[0]
     labels, classes = _as_labels(labels, n, num_classes)
@@ -306,6 +314,8 @@ def from_jraph(
             "Pass one graph (node classification on one graph); jraph.unbatch splits a batch.",
         )
     nodes = graph.nodes
+    if nodes is None:
+        _fail("graph.nodes is None: the features are missing.", "Set nodes to the [N, F] array.")
     if isinstance(nodes, dict):
         _fail(
             f"graph.nodes is a dict with keys {sorted(nodes)}.",

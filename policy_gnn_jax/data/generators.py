@@ -92,13 +92,14 @@ def _check_csbm_args(
         num_nodes=(num_nodes, 1),
         num_classes=(num_classes, 2),
         num_features=(num_features, 1),
-        num_train_per_class=(num_train_per_class, 0),
+        num_train_per_class=(num_train_per_class, 1),
         num_val=(num_val, 1),
         num_test=(num_test, 1),
     )
     _check_seed("csbm", seed)
     _check_real("csbm", "homophily", homophily, 0.0, 1.0)
-    _check_real("csbm", "avg_degree", avg_degree, 0.0, math.inf, open_low=True)
+    # Above N - 1 the graph is complete whatever the value, and the record would not say so.
+    _check_real("csbm", "avg_degree", avg_degree, 0.0, max(num_nodes - 1, 1), open_low=True)
     _check_real("csbm", "feature_signal", feature_signal, -math.inf, math.inf)
     needed = num_train_per_class * num_classes + num_val + num_test
     if needed > num_nodes:

@@ -304,7 +304,9 @@ def load_heterophily(
     """
     if is_npz_path(name_or_path):
         path = pathlib.Path(name_or_path)
-        name = path.stem
+        # A file named like a built-in dataset keeps its extension: it cannot pass for it.
+        built_in = (*HETEROPHILY_NAMES, *planetoid.PLANETOID_NAMES, "ogbn-arxiv", "csbm", "planted")
+        name = path.name if path.stem.lower() in built_in else path.stem
     else:
         name = _benchmark_name(os.fspath(name_or_path))
         check_split(split, NUM_SPLITS, HETEROPHILY_FILES[name])  # before any download

@@ -62,6 +62,10 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
             f"{name} takes no {', '.join(unused)} (only the generated graphs csbm and planted take "
             f"generator arguments, and the benchmarks with fixed splits take split)."
         )
+    if name in ("csbm", "planted") and data_dir is not None:
+        raise DataError(
+            f"{name} is generated, not read: it takes no data_dir (got {str(data_dir)!r})."
+        )
     if name == "csbm":
         return make_csbm(**kwargs)
     if name == "planted":

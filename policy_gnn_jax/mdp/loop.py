@@ -218,7 +218,28 @@ def make_trainer(
     )
 
 
+def _check_agent_choices(config, metrics, results) -> None:
+    """An agent's actions and depths inside the config's range, or an error naming which: out
+    of range, a depth would be clamped by the gather and an action counted nowhere, and the
+    record would describe another run than the one that ran."""
+    depths = np.asarray(results["test_depths"])
+    outside = (depths < config.min_depth) | (depths > config.max_depth)
+    if outside.any():
+        raise config_lib.ConfigError(
+            f"the agent's depths() returned {int(depths[outside][0])}, outside the config's "
+            f"depths {config.min_depth}..{config.max_depth}: it must return depths in that range."
+        )
+    per_step = np.asarray(metrics["action_counts"]).sum(-1)  # walkers whose action was counted
+    if per_step.size and (per_step.min() != per_step.max() or per_step.max() == 0):
+        raise config_lib.ConfigError(
+            f"the agent's act() returned actions outside 0..{config.num_actions - 1} (the "
+            f"config's {config.num_actions} depths) at some steps: it must return action indices "
+            f"in that range."
+        )
+
+
 def record_fields(config, metrics, results) -> dict:
+    _check_agent_choices(config, metrics, results)
     audit = audit_lib.record_fields(metrics, results) if config.audit else {}
     return {
         **audit,

@@ -86,11 +86,22 @@ def read_json(path: str | os.PathLike):
         ) from None
 
 
-def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> pathlib.Path:
-    """Creates `path` if needed and proves a file can be written there, before any training."""
+def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
+    """`path` as a folder to use: not an existing file, nor a link to nothing."""
     path = pathlib.Path(path)
+    if path.is_symlink() and not path.exists():
+        raise CheckpointError(
+            f"{what} {path} is a link to {os.readlink(path)}, which does not exist: create that "
+            f"folder or choose another."
+        )
     if path.exists() and not path.is_dir():
         raise CheckpointError(f"{what} {path} is an existing file, not a folder: choose a folder.")
+    return path
+
+
+def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> pathlib.Path:
+    """Creates `path` if needed and proves a file can be written there, before any training."""
+    path = check_folder_path(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
@@ -175,7 +186,7 @@ class Checkpointer:
         """Locks `directory` and opens its checkpoint manager."""
         from policy_gnn_jax.runtime.outputs import FolderLock
 
-        self.directory = directory
+        self.directory = check_folder_path(directory, "checkpoint folder")
         # One run at a time writes a checkpoint folder: a second one is refused, naming the first.
         self._lock = FolderLock(self.directory, "checkpoint folder").__enter__()
         try:
@@ -302,14 +313,18 @@ class Checkpointer:
             self._lock.__exit__(None, None, None)
 
 
+# The signals a run stops on (held back during a save).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 @contextlib.contextmanager
 def signals_deferred():
-    """Holds SIGINT and SIGTERM back while the block runs, then lets the first one through."""
+    """Holds the stop signals back while the block runs, then lets the first one through."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received = []
-    held = (signal.SIGINT, signal.SIGTERM)
+    held = STOP_SIGNALS
     previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
     try:
         yield
@@ -359,6 +374,12 @@ def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
         for p in directory.iterdir()
         if p.name != ".policy-gnn.lock" and not is_checkpoint_step(p)
     )
+    if foreign and all(name.startswith("split-") for name in foreign):
+        raise CheckpointError(
+            f"the checkpoint folder {directory} holds a --splits sweep's checkpoints "
+            f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): resume it with "
+            f"--splits, or pass {directory}/{foreign[0]} for that split alone."
+        )
     if foreign:
         listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise CheckpointError(

@@ -30,7 +30,8 @@ _FLAG_METRICS = ("backbone_finite", "agent_finite")
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's stop, `kill`), handled as Ctrl-C: one line, nothing half-written."""
+    """SIGTERM (a scheduler's stop, `kill`), SIGHUP (a closed terminal or ssh session) or
+    SIGQUIT, handled as Ctrl-C: one line, nothing half-written, exit status 143."""
 
 
 # The signal a handler asked the run to stop for (`request_stop`). A handler's exception can be
@@ -71,7 +72,7 @@ def _stop_if_requested() -> None:
     global _stop_raised
     if _stop_requested is not None:
         _stop_raised = True
-        raise Terminated if _stop_requested == signal.SIGTERM else KeyboardInterrupt
+        raise KeyboardInterrupt if _stop_requested == signal.SIGINT else Terminated
 
 
 class DivergenceError(FloatingPointError):

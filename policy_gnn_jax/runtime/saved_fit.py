@@ -282,6 +282,11 @@ def _check_meta(folder: pathlib.Path, meta: dict) -> None:
 
 def _read_bytes(path: pathlib.Path) -> bytes:
     try:
+        if path.exists() and not path.is_file():  # a device (/dev/zero) or a pipe never ends
+            raise CheckpointError(
+                f"{path} is not a regular file ({path.resolve()}): the saved fit is damaged; "
+                f"save it again."
+            )
         return path.read_bytes()
     except OSError as err:
         raise CheckpointError(

@@ -263,3 +263,34 @@ def planted(args) -> None:
     )
     checkpoint.atomic_write_text(out / "planted.md", text)
     print(text)
+
+
+def depths_by_structure(points: dict, path: pathlib.Path) -> None:
+    """Per dataset: the depth a policy chose for each node against its degree and its
+    estimated local homophily (`points[name]`: [nodes, 3] degree, homophily, depth), as dots
+    and the mean per sextile."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = {n: p for n, p in points.items() if len(p)}
+    if not shown:
+        return
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.2 * len(shown), 6), squeeze=False)
+    for col, (name, p) in enumerate(shown.items()):
+        for row, (x, label) in enumerate(((np.log1p(p[:, 0]), "log(1 + degree)"),
+                                          (p[:, 1], "estimated local homophily"))):  # fmt: skip
+            bins = np.quantile(x, np.linspace(0, 1, 7))
+            which = np.clip(np.searchsorted(bins, x, side="right") - 1, 0, 5)
+            mids = [x[which == b].mean() for b in range(6) if (which == b).any()]
+            means = [p[which == b, 2].mean() for b in range(6) if (which == b).any()]
+            ax = axes[row, col]
+            ax.scatter(x, p[:, 2] + np.random.default_rng(0).normal(0, 0.08, len(x)), s=2,
+                       alpha=0.15)  # fmt: skip
+            ax.plot(mids, means, "o-", color="k")
+            ax.set_xlabel(label)
+            ax.set_ylabel("depth chosen by Policy-GNN")
+            ax.set_title(name)
+    fig.tight_layout()
+    save_figure(fig, path)
