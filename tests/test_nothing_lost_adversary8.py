@@ -245,3 +245,20 @@ def test_too_many_walkers_for_the_replay_buffer_name_both_fields(small_dataset):
     config = dataclasses.replace(CONFIG, num_walkers=1000)
     with pytest.raises(ValueError, match="replay_capacity.*num_walkers"):
         pg.fit(small_dataset, config, seeds=1, progress=False)
+
+
+def test_xla_flags_xla_cannot_parse_are_one_error(tmp_path):
+    """Before: XLA's fatal log line from C++ and exit status 1, with no error: line."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_no_such_flag_at_all=1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "policy_gnn_jax.cli", "--dataset", "csbm", "--out",
+         str(tmp_path / "o")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: XLA cannot start with XLA_FLAGS")
+    assert not (tmp_path / "o").exists()

@@ -34,6 +34,7 @@ from policy_gnn_jax.cli.interrupts import interrupted_line, result_stamp
 from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
     INPUT_ERRORS,
     Terminated,
+    check_xla_flags,
     exit_now,
     exit_status,
     finish,
@@ -98,6 +99,10 @@ def _check_args(args) -> None:
     if args.splits is not None and not has_splits(args):
         raise config_lib.ConfigError(
             f"--splits needs a benchmark with fixed splits; --dataset {args.dataset} has one."
+        )
+    if args.splits is not None and processes.count() > 1:
+        raise config_lib.ConfigError(
+            "--splits runs in one process: over several processes, run one --split K at a time."
         )
     if args.splits is not None and args.split is not None:
         raise config_lib.ConfigError("pass --split K for one split or --splits for several.")
@@ -169,6 +174,7 @@ def _main(argv) -> int:
     out, made_out, before = None, False, None
     try:
         if not args.show_config:  # which needs no device
+            check_xla_flags()  # before anything starts XLA: joining the processes does
             _join_processes(args)
             start_backend()
         _check_args(args)
@@ -224,10 +230,6 @@ def _join_processes(args) -> None:
     flags = (args.coordinator, args.num_processes, args.process_id)
     if any(f is not None for f in flags) or processes.launched_by_cluster():
         processes.connect(*flags)
-    if processes.count() > 1 and args.splits is not None:
-        raise config_lib.ConfigError(
-            "--splits runs in one process: over several processes, run one --split K at a time."
-        )
 
 
 def _run_worker(args, config) -> int:

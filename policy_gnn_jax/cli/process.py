@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 
@@ -57,6 +59,7 @@ def exit_status(command, *args, saves: bool = True) -> int:
     SIGTERM. `saves`: whether the script keeps runs it finished (the message says so)."""
     with guarded():
         try:
+            check_xla_flags()
             command(*args)
         except INPUT_ERRORS as err:
             print(f"error: {err}", file=sys.stderr)
@@ -156,3 +159,34 @@ class TolerantStdout:
 
     def __getattr__(self, name):
         return getattr(self.stream, name)
+
+
+def check_xla_flags() -> None:
+    """XLA_FLAGS that XLA cannot parse end the process from C++ (a fatal log line, status 1)
+    the moment a backend starts, with no chance to say more: they are tried first in a child
+    process (on the CPU: no accelerator memory is touched), once per value and jaxlib version,
+    the answer cached, and refused with one line."""
+    flags = os.environ.get("XLA_FLAGS", "").strip()
+    if not flags:
+        return
+    import jaxlib
+
+    key = hashlib.sha256(f"{jaxlib.__version__}\0{flags}".encode()).hexdigest()
+    cache = data.planetoid.default_cache_dir().parent / "xla-flags-checked" / key
+    if cache.exists():
+        return
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    tried = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    if tried.returncode != 0:
+        lines = [line for line in tried.stderr.splitlines() if line.strip()]
+        said = next((line for line in lines if "XLA_FLAGS" in line), lines[-1] if lines else "")
+        raise runner.ResourceError(
+            f"XLA cannot start with XLA_FLAGS={flags!r} ({said.split('] ')[-1][:200]}): fix or "
+            f"unset XLA_FLAGS."
+        )
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.touch()
+    except OSError:  # no cache: the check runs again next time
+        pass
