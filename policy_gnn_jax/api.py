@@ -8,9 +8,8 @@
     fit.predict_logits(nodes)              # [S, M, C] their logits
     fit.save("out"); policy_gnn_jax.load("out")
 
-A `Fit` holds each seed's validation-selected snapshot (backbone parameters and policy) with a
-leading seed axis, the config, the dataset and the results record.
-"""
+A `Fit` holds each seed's validation-selected snapshot (backbone parameters and policy, leading
+seed axis), the config, the dataset and the results record."""
 
 from __future__ import annotations
 
@@ -158,7 +157,8 @@ def fit(
         if ckpt is not None:
             ckpt.close()
     wall = time.perf_counter() - start
-    metrics, results, selected = _every_seed(entry, trainer, state, metrics, results)
+    run = (dataset, config, entry.name, seeds, seed)
+    metrics, results, selected = _every_seed(trainer, entry, state, metrics, results, run)
     run = (metrics, results, wall, seeds, seed, seed_mode)
     record = _record(entry, dataset, config, g, options, ckpt, *run)
     fitted = Fit(record, config, entry.name, dataset, *selected)
@@ -222,11 +222,12 @@ def _compiler_options(entry: methods.Method, config, g) -> dict | None:
     return compilation.compiler_options(config.reproducible, scatter_adds)
 
 
-def _every_seed(entry, trainer, state, metrics, results):
+def _every_seed(trainer, entry, state, metrics, results, run: tuple):
     """(metrics, results, (params, policy, eval keys)) of every seed, on the host and in seed
-    order: over several processes each has its own block of seeds, and they are joined here."""
+    order: over several processes each has its own block of seeds, joined here if every process
+    ran the same `run` (dataset, config, method, seeds, base seed: its fingerprint)."""
     selected = (*trainer.selected(state), _eval_keys(entry, state))
-    return processes.gather(_to_host((metrics, results, selected)))
+    return processes.gather(_to_host((metrics, results, selected)), run_fingerprint(*run))
 
 
 def _eval_keys(entry: methods.Method, state):

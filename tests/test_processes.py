@@ -190,3 +190,31 @@ def test_wrong_process_flags_are_one_error(tmp_path, flags, message):
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error:") and message in last, last
     assert not (tmp_path / "o").exists()
+
+
+def test_processes_started_with_different_runs_are_refused(tmp_path):
+    """Different base seeds (or data, config, method) per process would join seeds of two runs
+    into one record: every process refuses at the hand-over, and nothing is written."""
+    out = tmp_path / "out"
+
+    def argv(i, port):
+        seed = ["--seed", "3"] if i == 1 else []
+        return [*COMMAND, "--episodes", "2", "--out", str(out), *seed, *_flags(i, port, 2)]
+
+    for i, p in enumerate(_launch(argv, 2)):
+        assert p.returncode == 2, (i, p.stderr[-2000:])
+        assert "process 1 ran another run than process 0" in p.stderr.strip().splitlines()[-1]
+    assert not out.exists()
+
+
+def test_a_run_refused_by_process_0_ends_every_process_with_one_line(tmp_path):
+    """Before: process 0 refused an --out holding a result and left; the other trained, then
+    JAX aborted it (a C++ stack trace, status 134) when process 0's service went away."""
+    out = tmp_path / "held"
+    out.mkdir()
+    (out / "results.json").write_text("{}")
+    done = _launch(lambda i, port: [*COMMAND, "--out", str(out), *_flags(i, port, 2)], 2)
+    assert [p.returncode for p in done] == [2, 2], [p.stderr[-1500:] for p in done]
+    assert done[0].stderr.strip().splitlines()[-1].startswith(f"error: {out} already holds")
+    last = done[1].stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: process 0 refused the run: {out} already holds"), last

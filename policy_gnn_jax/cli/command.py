@@ -193,6 +193,7 @@ def _main(argv) -> int:
         checkpoint.check_writable_dir(out)
         with outputs.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
+            processes.agree()  # the other processes start only if this one can write
             if args.splits is not None:  # one saved fit per split, and results.json over them
                 result = splits.run_splits(
                     args, config, out, functools.partial(_load, args), _fitter(args, config)
@@ -234,11 +235,19 @@ def _join_processes(args) -> None:
 
 def _run_worker(args, config) -> int:
     """A process other than process 0: trains its block of the seeds and hands them over."""
+    processes.agree()
     _fitter(args, config)(_load(args))
     low, high = processes.seed_block(args.seeds)
     print(f"process {processes.index()} of {processes.count()}: seeds {low}..{high - 1} done; "
           f"process 0 writes the results.")  # fmt: skip
     return 0
+
+
+def _tell_the_others(message: str) -> None:
+    try:
+        processes.agree(refusal=message)
+    except Exception:  # the others are gone already: this process's own line is what matters
+        pass
 
 
 def _load(args, split: int | None = None) -> data.Dataset:
@@ -279,9 +288,11 @@ def _fitter(args, config):
 
 
 def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
-    """One `error:` line; a folder this run made and left empty is removed."""
+    """One `error:` line; a folder this run made and left empty is removed. The other processes
+    of a run over several hear of it, if they have not started."""
     if made is not None:
         _remove_if_empty(made)
+    _tell_the_others(message)
     print(f"error: {message}", file=sys.stderr)
     return code
 

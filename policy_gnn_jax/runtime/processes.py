@@ -156,33 +156,84 @@ def check_checkpoint_layout(directory) -> None:
         )
 
 
-def gather(tree):
+def gather(tree, run: str = ""):
     """`tree` (arrays with a leading seed axis, the same structure in every process) of every
     process, joined along that axis in process order; every process gets the whole. One
-    process: `tree` as it is. Every process must call it the same number of times."""
+    process: `tree` as it is. Every process must call it the same number of times.
+
+    `run` identifies what each process ran (e.g. the run's fingerprint): processes started with
+    different data, configs or seeds are refused here, not joined into one record."""
     if count() == 1:
         return tree
     tag = f"gather-{next(_GATHERS)}"  # the same in every process: they gather in one order
     leaves, treedef = jax.tree.flatten(tree)
-    _publish(f"{tag}/{index()}", _to_bytes(leaves))
+    _publish(f"{tag}/{index()}", _to_bytes([np.frombuffer(run.encode(), np.uint8), *leaves]))
     parts = [_from_bytes(_fetch(f"{tag}/{p}")) for p in range(count())]
     _barrier(f"{tag}/read")  # no process leaves while another may still read its part
-    joined = [np.concatenate(column, axis=0) for column in zip(*parts, strict=True)]
+    runs = [bytes(part[0]).decode() for part in parts]
+    other = next((p for p, r in enumerate(runs) if r != runs[0]), None)
+    shapes = [[x.shape[1:] for x in part[1:]] for part in parts]
+    if other is None:
+        other = next((p for p, s in enumerate(shapes) if s != shapes[0]), None)
+    if other is not None:
+        raise ProcessError(
+            f"process {other} ran another run than process 0 (other data, config, method or "
+            f"seeds): start every process with the same command, apart from --process-id."
+        )
+    joined = [
+        np.concatenate(column, axis=0) for column in zip(*[p[1:] for p in parts], strict=True)
+    ]
     return jax.tree.unflatten(treedef, joined)
 
 
-def leave() -> None:
-    """Leaves the distributed runtime once every process is done (a process that left early
-    would take the coordination service, or its part of the seeds, with it); nothing in one
-    process."""
-    from jax._src import distributed  # asked without starting a backend
+_agreed = False
 
-    if distributed.global_state.client is not None:
-        try:
-            jax.distributed.shutdown()
-        except Exception as err:  # the others failed first: their error is the one to read
-            print(f"warning: leaving the other processes: {' '.join(str(err).split())[:200]}",
-                  file=sys.stderr)  # fmt: skip
+
+def agree(refusal: str | None = None) -> None:
+    """The processes' meeting before any of them trains: each says whether it refused the run
+    (`refusal`, its error) and hears the others, so that a run refused by one process (an
+    --out that holds a result, a bad flag) ends every process with one line instead of leaving
+    them to train for nothing. Once per run; nothing in one process."""
+    global _agreed
+    if not _joined() or count() == 1 or _agreed:
+        return
+    _agreed = True
+    client = _client()
+    client.key_value_set(f"policy_gnn/start/{index()}", refusal or "")
+    _barrier("start")
+    said = [client.blocking_key_value_get(f"policy_gnn/start/{p}", _POLL_MS)
+            for p in range(count())]  # fmt: skip
+    _barrier("start-read")  # no process leaves, with the service, before all have read
+    refused = next((p for p, text in enumerate(said) if text), None)
+    if refusal is None and refused is not None:  # a refusing process says its own error
+        raise ProcessError(f"process {refused} refused the run: {said[refused]}")
+
+
+def leave() -> None:
+    """Leaves the distributed runtime, process 0 last: its coordination service going away
+    makes JAX abort a process still connected to it. Every process meets first (a bounded
+    wait: one that died is not waited for); the others disconnect, and process 0 waits until
+    they have before it stops the service. Nothing in one process."""
+    if not _joined():
+        return
+    try:
+        if count() > 1:
+            _client().wait_at_barrier("policy_gnn/leave", HEARTBEAT_S * 1000)
+            if index() == 0:
+                deadline = time.monotonic() + HEARTBEAT_S
+                while len(_live()) > 1 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+        jax.distributed.shutdown()
+    except Exception as err:  # the others failed first: their error is the one to read
+        print(f"warning: leaving the other processes: {' '.join(str(err).split())[:200]}",
+              file=sys.stderr)  # fmt: skip
+
+
+def _joined() -> bool:
+    """Whether this process joined others (asked without starting a backend)."""
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None
 
 
 def _client():
@@ -245,9 +296,14 @@ def _alive(process: int) -> bool:
     """Whether `process` still sends heartbeats (False too when the coordination service,
     which lives in process 0, is gone)."""
     try:
-        return process in _client().get_live_nodes([process])
+        return process in _live()
     except Exception:
         return False
+
+
+def _live() -> dict:
+    """The processes still connected (the service wants the asking process in the list)."""
+    return _client().get_live_nodes(list(range(count())))
 
 
 def _gather_timeout_s() -> float:
