@@ -132,6 +132,9 @@ def study(args) -> None:
         option = chosen.get(name, {}).get("chosen_by_val", "plain")
         if args.options is not None:  # the user's one choice, over the chosen one
             option = args.options[0]
+        elif name not in chosen:
+            print(f"warning: {args.options_json} holds no options chosen for {name}: it runs "
+                  f"plain (run `options` first, or pass --options).", file=sys.stderr)  # fmt: skip
         else:
             _warn_if_chosen_otherwise(name, chosen.get(name), args)
         cfg = base_config(args.max_depth, option)
@@ -255,7 +258,10 @@ def _write_table(path: pathlib.Path, summary: dict) -> None:
 
 
 def _splits(args, name) -> list[int]:
-    return list(range(data.heterophily.num_splits(name)))[: args.num_splits]
+    available = data.heterophily.num_splits(name)
+    if args.num_splits > available:
+        raise pg.ConfigError(f"--num-splits {args.num_splits}: {name} has {available} splits.")
+    return list(range(available))[: args.num_splits]
 
 
 def _read_json(path: pathlib.Path) -> dict:

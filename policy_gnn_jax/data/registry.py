@@ -3,6 +3,7 @@ file of their format, by path) and the generators."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import pathlib
 
@@ -53,14 +54,17 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
     or generates `csbm` / `planted` (keyword arguments go to the generator). Raises DataError for
     an unknown name."""
     name = check_name(name)
-    takes = {"csbm": None, "planted": None}.get(
-        name, ("split",) if name not in PLANETOID_LIKE else ()
-    )
-    unused = sorted(set(kwargs) - set(takes)) if takes is not None else []
+    if not isinstance(download, bool):  # "no" would read as true
+        raise DataError(f"download must be True or False, got {download!r}.")
+    generators = {"csbm": make_csbm, "planted": make_planted_depth}
+    if name in generators:
+        takes = tuple(inspect.signature(generators[name]).parameters)
+    else:
+        takes = ("split",) if name not in PLANETOID_LIKE else ()
+    unused = sorted(set(kwargs) - set(takes))
     if unused:
         raise DataError(
-            f"{name} takes no {', '.join(unused)} (only the generated graphs csbm and planted take "
-            f"generator arguments, and the benchmarks with fixed splits take split)."
+            f"{name} takes no {', '.join(unused)} (it takes: {', '.join(takes) or 'none'})."
         )
     if name in ("csbm", "planted") and data_dir is not None:
         raise DataError(

@@ -10,6 +10,8 @@ from collections.abc import Callable
 import jax
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
+from policy_gnn_jax.config import ConfigError
+
 # On a GPU, XLA times candidate GEMM/convolution algorithms when it compiles a program
 # ("autotuning") and keeps the fastest. Timings vary between processes, so two processes can
 # pick algorithms that sum in different orders: two runs of the README command on an H100
@@ -123,6 +125,11 @@ class Program:
     may overwrite."""
 
     def __init__(self, fn, example_args, *, options=None, precision="highest", donate=()):
+        if jax.config.jax_disable_jit:  # the programs are compiled ahead of time: they need jit
+            raise ConfigError(
+                "JAX_DISABLE_JIT (or jax.config.update('jax_disable_jit', True)) is on, and "
+                "every run is compiled ahead of time: turn it off for this process."
+            )
         traced, self.constants = constants_as_arguments(
             with_matmul_precision(fn, precision), *example_args
         )

@@ -77,6 +77,8 @@ def connect(
     # Without it, JAX aborts every other process (a C++ stack trace, status 134) when one
     # stops; with it they go on, and `gather` says which process stopped.
     jax.config.update("jax_enable_recoverability", True)
+    # JAX's preemption notice takes SIGTERM for itself, and the command must still stop on it.
+    jax.config.update("jax_enable_preemption_service", False)
     try:
         jax.distributed.initialize(
             coordinator,
@@ -87,10 +89,11 @@ def connect(
         )
     except (RuntimeError, ValueError) as err:
         detail = " ".join(str(err).split())[:300]
+        launcher = [f"{v}={os.environ[v]}" for v in _LAUNCHER_COUNTS if os.environ.get(v)]
+        where = coordinator or f"the address of the launcher's environment ({', '.join(launcher)})"
         raise ProcessError(
-            f"could not join the other processes at {coordinator or 'the launcher’s address'} "
-            f"within {timeout_s} s ({detail}). Start every process with the same "
-            f"--coordinator and --num-processes, each with its own --process-id."
+            f"could not join the other processes at {where} ({detail}). Start every process "
+            f"with the same --coordinator and --num-processes, each with its own --process-id."
         ) from None
 
 
@@ -146,11 +149,19 @@ def check_checkpoint_layout(directory) -> None:
     seeds were split otherwise, so no process could resume its own block."""
     folder = pathlib.Path(directory)
     found = sorted(p.name for p in folder.glob("process-*-of-*")) if folder.is_dir() else []
+    steps = [p.name for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
+    if steps and count() > 1:  # a one-process run's numbered steps
+        raise ConfigError(
+            f"{folder} holds the checkpoints of a run in one process (step {max(steps)}), this "
+            f"run has {count()}: rerun it in one process to resume it, or use another "
+            f"--checkpoint-dir."
+        )
     others = [name for name in found if not name.endswith(f"-of-{count()}")]
     if others:
         total = others[0].rsplit("-", 1)[-1]
+        also = f" (and of a one-process run: step {max(steps)})" if steps else ""
         raise ConfigError(
-            f"{folder} holds the checkpoints of a run over {total} processes ({others[0]}), "
+            f"{folder} holds the checkpoints of a run over {total} processes ({others[0]}){also}, "
             f"this run has {count()}: rerun it with --num-processes {total} to resume it, or use "
             f"another --checkpoint-dir."
         )
@@ -218,7 +229,7 @@ def leave() -> None:
         return
     try:
         if count() > 1:
-            _client().wait_at_barrier("policy_gnn/leave", HEARTBEAT_S * 1000)
+            _barrier("leave", HEARTBEAT_S)
             if index() == 0:
                 deadline = time.monotonic() + HEARTBEAT_S
                 while len(_live()) > 1 and time.monotonic() < deadline:
@@ -257,12 +268,23 @@ def _fetch(key: str) -> bytes:
     """The blob `_publish` stored under `key` by process `owner`, waiting for it while that
     process is alive (at most the gather timeout)."""
     owner = int(key.rsplit("/", 1)[-1])
-    deadline = time.monotonic() + _gather_timeout_s()
+    pieces = int(_wait_for(f"policy_gnn/{key}/pieces", owner, _gather_timeout_s()))
+    client = _client()
+    return b"".join(
+        client.blocking_key_value_get_bytes(f"policy_gnn/{key}/{i}", _POLL_MS)
+        for i in range(pieces)
+    )
+
+
+def _wait_for(key: str, owner: int, timeout_s: float) -> str:
+    """The value process `owner` stores under `key`, asked for in short waits: between them
+    a signal can stop this process (a long wait inside the client would hold it back), and a
+    stopped owner is noticed (no heartbeat for HEARTBEAT_S)."""
+    deadline = time.monotonic() + timeout_s
     client = _client()
     while True:
         try:
-            pieces = int(client.blocking_key_value_get(f"policy_gnn/{key}/pieces", _POLL_MS))
-            break
+            return client.blocking_key_value_get(key, _POLL_MS)
         except Exception:  # not there yet (the client raises its own types), or no service
             if not _alive(owner):
                 raise ProcessError(
@@ -272,24 +294,16 @@ def _fetch(key: str) -> bytes:
                 ) from None
             if time.monotonic() > deadline:
                 raise ProcessError(
-                    f"process {owner}'s seeds did not arrive within {_gather_timeout_s():g} s "
+                    f"process {owner} did not answer within {timeout_s:g} s "
                     f"({GATHER_TIMEOUT_ENV}). Nothing was written."
                 ) from None
-    return b"".join(
-        client.blocking_key_value_get_bytes(f"policy_gnn/{key}/{i}", _POLL_MS)
-        for i in range(pieces)
-    )
 
 
-def _barrier(name: str) -> None:
-    try:
-        _client().wait_at_barrier(f"policy_gnn/{name}", int(_gather_timeout_s() * 1000))
-    except Exception as err:
-        detail = " ".join(str(err).split())[:200]
-        raise ProcessError(
-            f"a process stopped while the seeds were handed over ({detail}). Nothing was "
-            f"written; rerun every process."
-        ) from None
+def _barrier(name: str, timeout_s: float | None = None) -> None:
+    """Every process reaches `name` before any goes on (through the store, in short waits)."""
+    _client().key_value_set(f"policy_gnn/barrier/{name}/{index()}", "here")
+    for p in range(count()):
+        _wait_for(f"policy_gnn/barrier/{name}/{p}", p, timeout_s or _gather_timeout_s())
 
 
 def _alive(process: int) -> bool:
