@@ -227,7 +227,7 @@ def _every_seed(trainer, entry, state, metrics, results, run: tuple):
     order: over several processes each has its own block of seeds, joined here if every process
     ran the same `run` (dataset, config, method, seeds, base seed: its fingerprint)."""
     selected = (*trainer.selected(state), _eval_keys(entry, state))
-    return processes.gather(_to_host((metrics, results, selected)), run_fingerprint(*run))
+    return processes.gather(_to_host((metrics, results, selected)), lambda: run_fingerprint(*run))
 
 
 def _eval_keys(entry: methods.Method, state):

@@ -11,6 +11,7 @@ import jraph
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_heterophily import HETEROPHILY_DIR, _need
 
 import policy_gnn_jax as pg
 from policy_gnn_jax.data import heterophily
@@ -125,7 +126,8 @@ def test_a_saved_fit_file_that_is_a_device_is_refused(path_graph, tmp_path):
 
 def test_a_file_named_like_a_built_in_dataset_keeps_its_file_name(tmp_path):
     """Before: a texas copy saved as cora.npz was recorded as dataset "cora"."""
-    source = heterophily.resolve_file("texas", "/work/shared/data/heterophily", False)
+    _need("texas.npz")
+    source = heterophily.resolve_file("texas", str(HETEROPHILY_DIR), False)
     copy = tmp_path / "cora.npz"
     copy.write_bytes(pathlib_bytes(source))
     assert pg.load_dataset(str(copy)).name == "cora.npz"
@@ -147,7 +149,7 @@ def test_the_audit_is_refused_under_roc_auc(path_graph):
 
 
 # The command line: sweeps over splits, folders, a flag the method ignores.
-HETEROPHILY = "/work/shared/data/heterophily"
+HETEROPHILY = str(HETEROPHILY_DIR)
 TEXAS = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
          "--no-progress"]  # fmt: skip
 

@@ -166,18 +166,19 @@ def check_checkpoint_layout(directory) -> None:
         )
 
 
-def gather(tree, run: str = ""):
+def gather(tree, run=lambda: ""):
     """`tree` (arrays with a leading seed axis, the same structure in every process) of every
     process, joined along that axis in process order; every process gets the whole. One
     process: `tree` as it is. Every process must call it the same number of times.
 
-    `run` identifies what each process ran (e.g. the run's fingerprint): processes started with
-    different data, configs or seeds are refused here, not joined into one record."""
+    `run()` identifies what each process ran (e.g. the run's fingerprint; called only over
+    several processes, as it may hash the whole dataset): processes started with different
+    data, configs or seeds are refused here, not joined into one record."""
     if count() == 1:
         return tree
     tag = f"gather-{next(_GATHERS)}"  # the same in every process: they gather in one order
     leaves, treedef = jax.tree.flatten(tree)
-    _publish(f"{tag}/{index()}", _to_bytes([np.frombuffer(run.encode(), np.uint8), *leaves]))
+    _publish(f"{tag}/{index()}", _to_bytes([np.frombuffer(run().encode(), np.uint8), *leaves]))
     parts = [_from_bytes(_fetch(f"{tag}/{p}")) for p in range(count())]
     _barrier(f"{tag}/read")  # no process leaves while another may still read its part
     runs = [bytes(part[0]).decode() for part in parts]
