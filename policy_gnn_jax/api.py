@@ -174,8 +174,7 @@ LARGE_FEATURE = 1e6
 def _hints(entry: methods.Method, config, ds: data.Dataset) -> dict:
     """The divergence fix per network; a first fix of the data when its features are huge."""
     hints = dict(entry.hints(config))
-    values = ds.features.data
-    largest = float(np.abs(values).max()) if values.size else 0.0
+    largest = data.largest_feature(ds.features)  # a block of rows at a time when dense
     if largest > LARGE_FEATURE:
         hints["backbone"] = (
             f"The features reach {largest:.3g}: rescale them first (e.g. divide by their largest "

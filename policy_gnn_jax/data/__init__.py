@@ -14,6 +14,12 @@ from policy_gnn_jax.data.dataset import (
     symmetric_edges,
     validate,
 )
+from policy_gnn_jax.data.dense import (
+    feature_nonzeros,
+    features_array,
+    is_dense_features,
+    largest_feature,
+)
 from policy_gnn_jax.data.generators import (
     make_csbm,
     make_planted_depth,
@@ -22,6 +28,7 @@ from policy_gnn_jax.data.generators import (
 )
 from policy_gnn_jax.data.heterophily import HETEROPHILY_NAMES, load_heterophily
 from policy_gnn_jax.data.ogb import OGB_NAMES, load_ogbn_arxiv
+from policy_gnn_jax.data.on_disk import load_arrays, write_csbm
 from policy_gnn_jax.data.planetoid import (
     DATA_ENV,
     OFFLINE_ENV,
@@ -52,8 +59,13 @@ __all__ = [
     "MissingDataError",
     "check_name",
     "default_cache_dir",
+    "feature_nonzeros",
+    "features_array",
     "from_arrays",
     "from_jraph",
+    "is_dense_features",
+    "largest_feature",
+    "load_arrays",
     "load_dataset",
     "load_heterophily",
     "load_ogbn_arxiv",
@@ -67,4 +79,5 @@ __all__ = [
     "sha256_of",
     "symmetric_edges",
     "validate",
+    "write_csbm",
 ]

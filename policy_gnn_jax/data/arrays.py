@@ -12,6 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from policy_gnn_jax.data.dataset import Dataset, InvalidDatasetError, symmetric_edges
+from policy_gnn_jax.data.edge_check import edge_problem
+from policy_gnn_jax.data.feature_input import as_features
 
 
 def _fail(problem: str, fix: str):
@@ -85,81 +87,6 @@ def _as_labels(labels, num_nodes: int, num_classes) -> tuple[np.ndarray, int]:
     return labels.astype(np.int32), int(labels[top]) + 1
 
 
-def _as_features(features) -> sp.csr_matrix:
-    """[N, F] float32 CSR; what float32 cannot hold is refused (too large, complex) or counted
-    in a warning (too small: it becomes 0), never changed silently."""
-    if sp.issparse(features):
-        given = sp.csr_matrix(features)
-        values = given.data
-    else:
-        dense = _upcast_small_floats(np.asarray(features))
-        if dense.ndim != 2 or not np.issubdtype(dense.dtype, np.number):
-            _fail(
-                f"features must be a numeric [N, F] array, got {dense.dtype} {dense.shape}.",
-                "Pass one feature row per node (dense or scipy.sparse).",
-            )
-        given, values = dense, dense.reshape(-1)
-    if np.iscomplexobj(values):
-        _fail(
-            "features are complex numbers.",
-            "Pass real features (e.g. the real and imaginary parts as separate columns).",
-        )
-    if given.shape[0] < 1:
-        _fail("the graph has no nodes (features have 0 rows).", "Pass at least one node.")
-    _check_float32_range(values)
-    matrix = sp.csr_matrix(given, dtype=np.float32)  # NaN/inf are non-zeros: checked below
-    matrix.sum_duplicates()
-    matrix.sort_indices()
-    if not np.all(np.isfinite(matrix.data)):
-        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
-    return matrix
-
-
-def _upcast_small_floats(array: np.ndarray) -> np.ndarray:
-    """bfloat16 and the float8 types (JAX's `ml_dtypes`, not numpy's own) as float32, which
-    holds each of their values exactly; any other array as it is."""
-    if np.issubdtype(array.dtype, np.number) or array.dtype.kind != "V":
-        return array
-    import ml_dtypes  # installed with jax
-
-    try:
-        bits = ml_dtypes.finfo(array.dtype).bits
-    except ValueError:  # a structured or other void dtype: refused by the caller
-        return array
-    return array.astype(np.float32) if bits <= 16 else array
-
-
-def _check_float32_range(values: np.ndarray) -> None:
-    if np.issubdtype(values.dtype, np.integer):
-        rounded = values.astype(np.float32).astype(np.float64) != values.astype(np.float64)
-        if np.any(rounded):
-            warnings.warn(
-                f"{int(rounded.sum())} feature value(s) (integers beyond 2**24) are rounded in "
-                f"float32, which this library computes in: rescale them if the digits matter.",
-                stacklevel=4,
-            )
-        return
-    if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
-        return
-    finite = np.isfinite(values)
-    magnitude = np.abs(np.where(finite, values, 0))
-    too_large = magnitude > np.finfo(np.float32).max
-    if np.any(too_large):
-        _fail(
-            f"{int(too_large.sum())} feature value(s) (largest {magnitude.max():.3g}) are beyond "
-            f"float32's range (±{np.finfo(np.float32).max:.3g}), which this library computes in.",
-            "Rescale the features (e.g. divide by their largest value).",
-        )
-    vanish = (magnitude > 0) & (values.astype(np.float32) == 0)
-    if np.any(vanish):
-        warnings.warn(
-            f"{int(vanish.sum())} feature values below float32's smallest "
-            f"({np.finfo(np.float32).smallest_subnormal:.3g}) become 0 in float32: rescale the "
-            f"features if they matter.",
-            stacklevel=4,
-        )
-
-
 EDGE_LAYOUTS = ("2xE", "Ex2")
 
 
@@ -189,6 +116,29 @@ def _edge_rows(edges, layout: str | None) -> np.ndarray:
     if edges.ndim != 2 or edges.shape[0] != 2:
         _fail(f"edges must have shape [2, E], got {edges.shape}.", "Pass (senders, receivers).")
     return edges
+
+
+def _stored_edges(edges, layout, num_nodes: int, symmetrise: bool):
+    """The edges to store and what was changed. A memory-mapped int32 [2, E] list that is
+    already as stored (checked in bounded memory) is kept in place; any other is normalised
+    into a new array, and for a map that copy is reported too."""
+    rows = _edge_rows(edges, layout)
+    mapped = isinstance(edges, np.memmap)
+    if (
+        mapped
+        and layout != "Ex2"
+        and edges.dtype == np.int32
+        and edges.flags.c_contiguous
+        and edge_problem(edges, num_nodes) is None
+    ):
+        return edges, []
+    stored, changes = _normalise_edges(rows, num_nodes, symmetrise)
+    if mapped:
+        changes.append(
+            "copied the memory-mapped edges into memory (a map is used in place only as int32 "
+            "[2, E], symmetric, without self-loops or duplicates, sorted by (receiver, sender))"
+        )
+    return stored, changes
 
 
 def _normalise_edges(edges, num_nodes: int, symmetrise: bool) -> tuple[np.ndarray, list[str]]:
@@ -239,12 +189,17 @@ def from_arrays(
     symmetrise: bool = True,
     num_classes: int | None = None,
     edges_layout: str | None = None,
+    source: str = "",
 ) -> Dataset:
     """A `Dataset` from NumPy arrays, validated and normalised.
 
     Args:
-      features: [N, F] dense array or scipy.sparse matrix (used as given: no row normalisation).
-      edges: [2, E] integer (sender, receiver) pairs in any order.
+      features: [N, F] dense array or scipy.sparse matrix (used as given: no row normalisation),
+        stored as CSR; an `np.memmap` of float32 is kept as the dataset's features, not copied
+        (any other memmap is refused: write it as float32).
+      edges: [2, E] integer (sender, receiver) pairs in any order. An int32 `np.memmap`
+        already symmetric, without self-loops or duplicates and sorted by (receiver, sender)
+        is kept as it is; any other is normalised into a new array.
       labels: [N] integer class ids, -1 for unlabelled nodes (which must be in no split).
       train_index, val_index, test_index: node ids of each split (non-empty, disjoint).
       name: the dataset's name in results.
@@ -252,6 +207,7 @@ def from_arrays(
       num_classes: C (default: the largest label + 1).
       edges_layout: "2xE" (two rows: senders, receivers) or "Ex2" (one edge a row); needed only
         where the shape cannot tell (a 2x2 array).
+      source: where the arrays were read from ("" for arrays built in memory).
 
     Returns:
       The Dataset. What was changed (self-loops, duplicates, reverse edges) is reported with
@@ -264,10 +220,10 @@ def from_arrays(
         _fail(f"name must be a non-empty string, got {name!r}.", "Pass the dataset's name.")
     if not isinstance(symmetrise, bool | np.bool_):  # "False" would read as true
         _fail(f"symmetrise must be True or False, got {symmetrise!r}.", "Pass a bool.")
-    feats = _as_features(features)
+    feats = as_features(features)
     n = feats.shape[0]
     labels, classes = _as_labels(labels, n, num_classes)
-    stored, changes = _normalise_edges(_edge_rows(edges, edges_layout), n, symmetrise)
+    stored, changes = _stored_edges(edges, edges_layout, n, symmetrise)
     if changes:
         warnings.warn(f"from_arrays({name!r}): " + "; ".join(changes) + ".", stacklevel=2)
     return Dataset(
@@ -279,6 +235,7 @@ def from_arrays(
         val_index=_as_index("val_index", val_index, n),
         test_index=_as_index("test_index", test_index, n),
         num_classes=classes,
+        source=source,
     )
 
 

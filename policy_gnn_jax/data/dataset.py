@@ -17,6 +17,9 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from policy_gnn_jax.data.dense import all_finite, features_array, hash_array, is_dense_features
+from policy_gnn_jax.data.edge_check import edge_problem
+
 
 class DataError(RuntimeError):
     """A dataset could not be found, downloaded or verified. The message says what to do."""
@@ -40,7 +43,9 @@ class Dataset:
 
     Attributes:
       name: dataset name.
-      features: [N, F] float32 features, scipy CSR (Planetoid's are row-normalised).
+      features: [N, F] float32 features: a scipy CSR matrix (Planetoid's are row-normalised),
+        or a dense C-contiguous `np.ndarray`, an `np.memmap` included, for a graph kept in a
+        file (`data.load_arrays`): it is read in blocks of rows, never copied whole.
       labels: [N] int32 class ids; -1 where a node has no label (it must then be in no split).
       edges: [2, E] int32 directed edges (sender, receiver): symmetric, no self-loops, no
         duplicates, sorted by (receiver, sender).
@@ -54,7 +59,7 @@ class Dataset:
     """
 
     name: str
-    features: sp.csr_matrix
+    features: sp.csr_matrix | np.ndarray
     labels: np.ndarray
     edges: np.ndarray
     train_index: np.ndarray
@@ -93,21 +98,28 @@ class Dataset:
         )
 
     def fingerprint(self) -> str:
-        """SHA-256 of every array: a checkpoint or a saved fit is only resumed on the same data."""
+        """SHA-256 of every array: a checkpoint or a saved fit is only resumed on the same data.
+
+        A CSR matrix is hashed as its three arrays and shape (the fingerprints of before dense
+        features existed); dense features as a layout marker, the shape and the rows. So the same
+        values fingerprint differently in the two layouts: a fit saved on one does not resume on
+        the other. Large arrays are hashed in pieces, without a copy.
+        """
         digest = hashlib.sha256()
         feats = self.features
+        if is_dense_features(feats):
+            layout = (DENSE_MARKER, np.asarray(feats.shape, np.int64), feats)
+        else:
+            layout = (feats.indptr, feats.indices, feats.data, np.asarray(feats.shape))
         for array in (
-            feats.indptr,
-            feats.indices,
-            feats.data,
-            np.asarray(feats.shape),
+            *layout,
             self.labels,
             self.edges,
             self.train_index,
             self.val_index,
             self.test_index,
         ):
-            digest.update(np.ascontiguousarray(array).tobytes())
+            hash_array(digest, array)
         if self.metric != "accuracy":  # accuracy's fingerprints stay those of before the field
             digest.update(self.metric.encode())
         return digest.hexdigest()
@@ -118,7 +130,7 @@ class Dataset:
         import jraph  # imported here: the host-side data code does not need JAX otherwise
 
         return jraph.GraphsTuple(
-            nodes=self.features.toarray(),
+            nodes=features_array(self.features),
             edges=None,
             senders=self.edges[0].copy(),
             receivers=self.edges[1].copy(),
@@ -128,6 +140,10 @@ class Dataset:
         )
 
 
+# Hashed before dense features (a CSR's first bytes are its indptr, which never spell this).
+DENSE_MARKER = np.frombuffer(b"dense float32 rows", np.uint8)
+
+
 def _fail(problem: str, fix: str):
     raise InvalidDatasetError(f"{problem} {fix}")
 
@@ -135,16 +151,11 @@ def _fail(problem: str, fix: str):
 def validate(ds: Dataset) -> None:
     """Checks every invariant the model relies on; raises InvalidDatasetError naming the fix."""
     _check_description(ds)
-    if not sp.isspmatrix_csr(ds.features) or ds.features.dtype != np.float32:
-        _fail(
-            f"features must be a float32 scipy CSR matrix, got {type(ds.features).__name__} "
-            f"of {getattr(ds.features, 'dtype', '?')}.",
-            "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
-        )
+    _check_feature_layout(ds.features)
     n = ds.num_nodes
     if n < 1 or ds.num_features < 1:
         _fail(f"features have shape {ds.features.shape}.", "Need at least one node and feature.")
-    if not np.all(np.isfinite(ds.features.data)):
+    if not all_finite(ds.features):
         _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
     if ds.num_classes < 2:
         _fail(f"num_classes is {ds.num_classes}.", "Node classification needs at least 2.")
@@ -161,6 +172,22 @@ def validate(ds: Dataset) -> None:
                     "Use a split with both classes (or, for a Dataset built in Python, "
                     'metric="accuracy").',
                 )
+
+
+def _check_feature_layout(feats) -> None:
+    if is_dense_features(feats):
+        if feats.dtype != np.float32 or feats.ndim != 2 or not feats.flags.c_contiguous:
+            _fail(
+                f"dense features must be a C-contiguous 2-D float32 array, got {feats.dtype} "
+                f"{feats.shape}{'' if feats.flags.c_contiguous else ' (not C-contiguous)'}.",
+                "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
+            )
+    elif not sp.isspmatrix_csr(feats) or feats.dtype != np.float32:
+        _fail(
+            f"features must be a float32 scipy CSR matrix or dense array, got "
+            f"{type(feats).__name__} of {getattr(feats, 'dtype', '?')}.",
+            "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
+        )
 
 
 def _check_description(ds) -> None:
@@ -210,32 +237,10 @@ def _check_labels(labels, n, num_classes):
 
 
 def _check_edges(edges, n):
-    if edges.ndim != 2 or edges.shape[0] != 2 or not np.issubdtype(edges.dtype, np.integer):
-        _fail(
-            f"edges must be an integer array of shape [2, E], got {edges.dtype} {edges.shape}.",
-            "Pass (senders, receivers) as two rows.",
-        )
-    if edges.size == 0:
-        return
-    if edges.min() < 0 or edges.max() >= n:
-        _fail(
-            f"edge endpoints must lie in 0..{n - 1}, got {edges.min()}..{edges.max()}.",
-            "Fix the node ids in the edge list.",
-        )
-    s, r = edges.astype(np.int64)
-    if np.any(s == r):
-        _fail("edges contain self-loops.", "Drop them (from_arrays does; Â adds its own).")
-    key = r * n + s
-    if np.any(np.diff(key) <= 0):
-        _fail(
-            "edges are not sorted by (receiver, sender) without duplicates.",
-            "Build the dataset with from_arrays, or sort with data.symmetric_edges.",
-        )
-    if not np.array_equal(key, np.sort(s * n + r)):
-        _fail(
-            "edges are directed: some (u, v) has no (v, u).",
-            "The GCN's Â must be symmetric: add the reverse edges (from_arrays(symmetrise=True)).",
-        )
+    """In bounded memory (`edge_check`): a memory-mapped list of 8e7 edges is checked too."""
+    problem = edge_problem(edges, n)
+    if problem is not None:
+        _fail(*problem)
 
 
 def _check_splits(ds, n):

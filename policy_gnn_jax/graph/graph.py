@@ -188,11 +188,9 @@ def from_dataset(ds: data.Dataset, kernels: str = "auto") -> Graph:
     """
     data.validate(ds)
     senders, receivers, weights = normalised_adjacency(ds.edges, ds.num_nodes)
-    # The features' non-zeros sorted by (row, col): copies, never the dataset's own arrays
-    # (sorting a CSR in place would change the dataset and its fingerprint).
-    coo = ds.features.tocoo(copy=True)
-    order = np.lexsort((coo.col, coo.row))
-    rows, cols, vals = coo.row[order], coo.col[order], coo.data[order]
+    # The features' non-zeros sorted by (row, col), in either layout: copies, never the
+    # dataset's own arrays (sorting a CSR in place would change the dataset and its fingerprint).
+    rows, cols, vals = data.feature_nonzeros(ds.features)
     x_indptr = np.searchsorted(rows, np.arange(ds.num_nodes + 1))
     if sparse_rows_pay(int(np.diff(x_indptr).max(initial=0)), ds.num_features):
         ell_idx, ell_val = padded_rows(x_indptr, cols, vals)
@@ -206,7 +204,7 @@ def from_dataset(ds: data.Dataset, kernels: str = "auto") -> Graph:
     # Edges are sorted by receiver and symmetric: senders grouped by receiver are neighbour lists.
     indptr = np.searchsorted(ds.edges[1], np.arange(ds.num_nodes + 1)).astype(np.int32)
     return Graph(
-        features=jnp.asarray(ds.features.toarray(), dtype=jnp.float32),
+        features=jnp.asarray(data.features_array(ds.features), dtype=jnp.float32),
         feat_rows=jnp.asarray(rows, dtype=jnp.int32),
         feat_cols=jnp.asarray(cols, dtype=jnp.int32),
         feat_vals=jnp.asarray(vals, dtype=jnp.float32),

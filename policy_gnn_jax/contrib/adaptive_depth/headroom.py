@@ -89,7 +89,7 @@ def smoothness_distances(ds: data.Dataset, max_k: int) -> np.ndarray:
     c are u_v (u_c^T X_c) / (u_c^T u_c). (NDLS's formula is the one-component case.) Features as
     the models see them.
     """
-    x = ds.features.toarray().astype(np.float64)
+    x = data.features_array(ds.features).astype(np.float64)
     s, r, w = graph_lib.normalised_adjacency(ds.edges, ds.num_nodes)
     a_hat = sp.csr_matrix((w, (r, s)), shape=(ds.num_nodes, ds.num_nodes))
     u = np.sqrt(np.asarray(a_hat.astype(bool).sum(1)).ravel())  # sqrt(degree + 1)
@@ -183,7 +183,7 @@ def _neighbour_mean(ds: data.Dataset, values: np.ndarray) -> np.ndarray:
 def feature_similarity(ds: data.Dataset) -> np.ndarray:
     """[N]: the cosine between a node's features and its neighbours' mean features, a
     label-free sign of local homophily (0 for an isolated node)."""
-    x = ds.features.toarray().astype(np.float64)
+    x = data.features_array(ds.features).astype(np.float64)
     mean = _neighbour_mean(ds, x)
     norms = np.linalg.norm(x, axis=1) * np.linalg.norm(mean, axis=1)
     return np.where(norms > 0, (x * mean).sum(1) / np.maximum(norms, 1e-12), 0.0)

@@ -1,0 +1,118 @@
+"""A user's features as a `Dataset` holds them: every value checked as given, before the cast
+to float32, so nothing overflows, rounds or vanishes silently on the way in.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from policy_gnn_jax.data.dataset import InvalidDatasetError
+from policy_gnn_jax.data.dense import all_finite
+
+
+def _fail(problem: str, fix: str):
+    raise InvalidDatasetError(f"{problem} {fix}")
+
+
+def as_features(features) -> sp.csr_matrix | np.ndarray:
+    """[N, F] float32 CSR; what float32 cannot hold is refused (too large, complex) or counted
+    in a warning (too small: it becomes 0), never changed silently. A memory-mapped float32
+    array is kept as it is (`_mapped_features`)."""
+    if isinstance(features, np.memmap):
+        return _mapped_features(features)
+    if sp.issparse(features):
+        given = sp.csr_matrix(features)
+        values = given.data
+    else:
+        dense = _upcast_small_floats(np.asarray(features))
+        if dense.ndim != 2 or not np.issubdtype(dense.dtype, np.number):
+            _fail(
+                f"features must be a numeric [N, F] array, got {dense.dtype} {dense.shape}.",
+                "Pass one feature row per node (dense or scipy.sparse).",
+            )
+        given, values = dense, dense.reshape(-1)
+    if np.iscomplexobj(values):
+        _fail(
+            "features are complex numbers.",
+            "Pass real features (e.g. the real and imaginary parts as separate columns).",
+        )
+    if given.shape[0] < 1:
+        _fail("the graph has no nodes (features have 0 rows).", "Pass at least one node.")
+    _check_float32_range(values)
+    matrix = sp.csr_matrix(given, dtype=np.float32)  # NaN/inf are non-zeros: checked below
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    if not np.all(np.isfinite(matrix.data)):
+        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+    return matrix
+
+
+def _mapped_features(features: np.memmap) -> np.memmap:
+    """A memory-mapped [N, F] float32 C-order array, checked a block of rows at a time and used
+    in place. Any other map is refused rather than converted: its copy could be many GB."""
+    if features.dtype != np.float32:
+        _fail(
+            f"features are a memory-mapped {features.dtype} array, which would be copied whole "
+            f"to convert it.",
+            "Write them as float32 (np.lib.format.open_memmap(path, 'w+', np.float32, shape)) "
+            "and map that file.",
+        )
+    if features.ndim != 2 or not features.flags.c_contiguous:
+        _fail(
+            f"memory-mapped features must be a C-order [N, F] array, got shape {features.shape}"
+            f"{'' if features.flags.c_contiguous else ' in Fortran order'}.",
+            "Write them as one row per node, in C order.",
+        )
+    if features.shape[0] < 1:
+        _fail("the graph has no nodes (features have 0 rows).", "Pass at least one node.")
+    if not all_finite(features):
+        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+    return features
+
+
+def _upcast_small_floats(array: np.ndarray) -> np.ndarray:
+    """bfloat16 and the float8 types (JAX's `ml_dtypes`, not numpy's own) as float32, which
+    holds each of their values exactly; any other array as it is."""
+    if np.issubdtype(array.dtype, np.number) or array.dtype.kind != "V":
+        return array
+    import ml_dtypes  # installed with jax
+
+    try:
+        bits = ml_dtypes.finfo(array.dtype).bits
+    except ValueError:  # a structured or other void dtype: refused by the caller
+        return array
+    return array.astype(np.float32) if bits <= 16 else array
+
+
+def _check_float32_range(values: np.ndarray) -> None:
+    if np.issubdtype(values.dtype, np.integer):
+        rounded = values.astype(np.float32).astype(np.float64) != values.astype(np.float64)
+        if np.any(rounded):
+            warnings.warn(
+                f"{int(rounded.sum())} feature value(s) (integers beyond 2**24) are rounded in "
+                f"float32, which this library computes in: rescale them if the digits matter.",
+                stacklevel=4,
+            )
+        return
+    if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
+        return
+    finite = np.isfinite(values)
+    magnitude = np.abs(np.where(finite, values, 0))
+    too_large = magnitude > np.finfo(np.float32).max
+    if np.any(too_large):
+        _fail(
+            f"{int(too_large.sum())} feature value(s) (largest {magnitude.max():.3g}) are beyond "
+            f"float32's range (±{np.finfo(np.float32).max:.3g}), which this library computes in.",
+            "Rescale the features (e.g. divide by their largest value).",
+        )
+    vanish = (magnitude > 0) & (values.astype(np.float32) == 0)
+    if np.any(vanish):
+        warnings.warn(
+            f"{int(vanish.sum())} feature values below float32's smallest "
+            f"({np.finfo(np.float32).smallest_subnormal:.3g}) become 0 in float32: rescale the "
+            f"features if they matter.",
+            stacklevel=4,
+        )

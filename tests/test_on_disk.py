@@ -1,0 +1,323 @@
+"""Datasets whose features and edges are memory-mapped `.npy` files, used in place: dense
+features beside CSR ones, the memory-bounded checks, and `write_csbm` / `load_arrays`."""
+
+import dataclasses
+import subprocess
+import sys
+import warnings
+
+import jax
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import ROOT
+
+from policy_gnn_jax import data, graph
+
+# The fingerprint of this dataset as computed by the code before dense features existed:
+# checkpoints and saved fits made then must still match.
+CSBM_300 = dict(num_nodes=300, seed=1, num_val=50, num_test=100)
+CSBM_300_FINGERPRINT = "10fef47787275634f4e6055a32c8d6a7a24d48cc27f14aca9038fc609b86def4"
+
+
+@pytest.fixture(scope="module")
+def csbm():
+    return data.make_csbm(**CSBM_300)
+
+
+def test_the_fingerprint_of_a_csr_dataset_is_unchanged(csbm):
+    assert csbm.fingerprint() == CSBM_300_FINGERPRINT
+
+
+def _with_edges(ds, senders, receivers):
+    return dataclasses.replace(ds, edges=np.array([senders, receivers], np.int32))
+
+
+@pytest.mark.parametrize(
+    "senders, receivers, message",
+    [
+        ([0, 1], [1, 0], r"not sorted by \(receiver, sender\) without duplicates"),
+        ([1, 1, 0], [0, 0, 1], r"not sorted by \(receiver, sender\) without duplicates"),
+        ([0, 1, 0], [0, 0, 1], "edges contain self-loops"),
+        ([1, 2], [0, 1], r"edges are directed: some \(u, v\) has no \(v, u\)"),
+        ([1, 0], [0, 300], r"edge endpoints must lie in 0\.\.299, got 0\.\.300"),
+    ],
+)
+def test_edges_that_break_an_invariant_are_refused_with_the_same_message(
+    csbm, senders, receivers, message
+):
+    with pytest.raises(data.InvalidDatasetError, match=message):
+        _with_edges(csbm, senders, receivers)
+
+
+# Cora's fingerprint as computed by the code before dense features existed.
+CORA_FINGERPRINT = "8c914acd70502bcef376704500fff0043f3696320abd3d5817d34e8a36c64338"
+
+
+def test_the_fingerprint_of_cora_is_unchanged(cora):
+    assert cora.fingerprint() == CORA_FINGERPRINT
+
+
+def _perturbed(edges):
+    """Edge lists that each break one invariant, some of them at a block boundary of 3."""
+    e = edges.shape[1]
+    swapped = edges.copy()
+    swapped[:, [2, 3]] = swapped[:, [3, 2]]  # positions 2 | 3: across the first boundary
+    repeated = edges.copy()
+    repeated[:, 3] = repeated[:, 2]
+    directed = np.delete(edges, e // 2, axis=1)
+    looped = edges.copy()
+    looped[0, e - 1] = looped[1, e - 1]  # in the last block
+    return {"swapped": swapped, "repeated": repeated, "directed": directed, "looped": looped}
+
+
+def test_the_edge_check_reads_blocks_without_missing_a_boundary(csbm, monkeypatch):
+    """A block of 3 edges must find what one block of all of them finds, at every boundary."""
+    from policy_gnn_jax.data import edge_check
+
+    cases = {"valid": csbm.edges, **_perturbed(csbm.edges)}
+    whole = {k: edge_check.edge_problem(v, csbm.num_nodes) for k, v in cases.items()}
+    monkeypatch.setattr(edge_check, "EDGE_BLOCK", 3)
+    blocked = {k: edge_check.edge_problem(v, csbm.num_nodes) for k, v in cases.items()}
+    assert blocked == whole
+    assert whole["valid"] is None
+    assert whole["swapped"] == whole["repeated"] == edge_check.NOT_SORTED
+    assert whole["directed"][0].startswith("edges are directed")
+    assert whole["looped"][0] == "edges contain self-loops."
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_row_by_row_symmetry_search_finds_every_missing_reverse(seed, monkeypatch):
+    """Random graphs, dense and sparse rows: removing an edge leaves its reverse alone."""
+    from policy_gnn_jax.data import edge_check
+
+    monkeypatch.setattr(edge_check, "EDGE_BLOCK", 5)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 40))
+    pairs = rng.integers(0, n, (2, int(rng.integers(1, n * n))))
+    edges = data.symmetric_edges(pairs[0], pairs[1], n)
+    assert edge_check.edge_problem(edges, n) is None
+    for drop in rng.permutation(edges.shape[1])[:60]:
+        problem = edge_check.edge_problem(np.delete(edges, drop, axis=1), n)
+        assert problem[0] == "edges are directed: some (u, v) has no (v, u).", drop
+
+
+def _mapped(path, array):
+    """`array` written to `path` as .npy and mapped back read-only."""
+    np.save(path, array)
+    return np.load(path, mmap_mode="r")
+
+
+def _csbm_arrays(ds):
+    return dict(
+        labels=ds.labels,
+        train_index=ds.train_index,
+        val_index=ds.val_index,
+        test_index=ds.test_index,
+    )
+
+
+def test_memory_mapped_features_and_edges_are_kept_without_a_copy(csbm, tmp_path):
+    features = _mapped(tmp_path / "x.npy", csbm.features.toarray())
+    edges = _mapped(tmp_path / "e.npy", csbm.edges)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to repair: nothing to say
+        ds = data.from_arrays(features, edges, **_csbm_arrays(csbm))
+    assert isinstance(ds.features, np.memmap) and np.shares_memory(ds.features, features)
+    assert str(ds.features.filename) == str(tmp_path / "x.npy")
+    assert isinstance(ds.edges, np.memmap) and np.shares_memory(ds.edges, edges)
+    assert data.is_dense_features(ds.features) and not data.is_dense_features(csbm.features)
+
+
+def test_a_plain_dense_array_still_becomes_csr(csbm):
+    ds = data.from_arrays(csbm.features.toarray(), csbm.edges, **_csbm_arrays(csbm))
+    assert sp.isspmatrix_csr(ds.features)
+    assert ds.fingerprint() == csbm.fingerprint()
+
+
+def test_a_memory_mapped_array_of_another_dtype_is_refused(csbm, tmp_path):
+    features = _mapped(tmp_path / "x.npy", csbm.features.toarray().astype(np.float64))
+    with pytest.raises(ValueError, match="memory-mapped float64.*Write them as float32"):
+        data.from_arrays(features, csbm.edges, **_csbm_arrays(csbm))
+
+
+def test_memory_mapped_edges_to_repair_are_copied_and_the_warning_says_so(csbm, tmp_path):
+    reversed_order = csbm.edges[:, ::-1].copy()
+    edges = _mapped(tmp_path / "e.npy", reversed_order)
+    with pytest.warns(UserWarning, match="copied the memory-mapped edges into memory"):
+        ds = data.from_arrays(csbm.features, edges, **_csbm_arrays(csbm))
+    assert not np.shares_memory(ds.edges, edges)
+    np.testing.assert_array_equal(ds.edges, csbm.edges)
+
+
+def test_non_finite_dense_features_are_found_in_any_block(csbm, monkeypatch):
+    from policy_gnn_jax.data import dense
+
+    monkeypatch.setattr(dense, "CHUNK_VALUES", 7)  # blocks of one row
+    x = csbm.features.toarray()
+    ds = dataclasses.replace(csbm, features=x)
+    x = x.copy()
+    x[-1, -1] = np.inf
+    with pytest.raises(data.InvalidDatasetError, match="NaN or inf"):
+        dataclasses.replace(ds, features=x)
+    assert data.largest_feature(ds.features) == data.largest_feature(csbm.features)
+
+
+def test_a_dense_dataset_fingerprints_its_own_layout(csbm):
+    dense = dataclasses.replace(csbm, features=csbm.features.toarray())
+    assert dense.fingerprint() != csbm.fingerprint()
+    again = dataclasses.replace(csbm, features=np.array(csbm.features.toarray()))
+    assert again.fingerprint() == dense.fingerprint()
+    np.testing.assert_array_equal(dense.to_jraph().nodes, csbm.to_jraph().nodes)
+    with pytest.raises(data.InvalidDatasetError, match="C-contiguous 2-D float32"):
+        dataclasses.replace(csbm, features=np.asfortranarray(csbm.features.toarray()))
+
+
+def test_a_dense_dataset_gives_the_same_device_graph_as_its_csr(csbm):
+    dense = dataclasses.replace(csbm, features=csbm.features.toarray())
+    a, b = graph.from_dataset(dense), graph.from_dataset(csbm)
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x, y)
+
+
+def test_a_dense_dataset_survives_a_saved_fit_and_headroom_reads_it(csbm):
+    from policy_gnn_jax.contrib.adaptive_depth import headroom
+    from policy_gnn_jax.runtime import saved_fit
+
+    dense = dataclasses.replace(csbm, features=csbm.features.toarray())
+    back = saved_fit._dataset_from(saved_fit.dataset_bytes(dense))
+    assert data.is_dense_features(back.features)
+    assert back.fingerprint() == dense.fingerprint()
+    assert saved_fit._dataset_from(saved_fit.dataset_bytes(csbm)).fingerprint() == (
+        csbm.fingerprint()
+    )
+    np.testing.assert_array_equal(
+        headroom.feature_similarity(dense), headroom.feature_similarity(csbm)
+    )
+
+
+SMALL = dict(num_nodes=2000, num_features=16, seed=3)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    return data.write_csbm(tmp_path_factory.mktemp("csbm") / "graph", **SMALL)
+
+
+def test_write_csbm_then_load_arrays_gives_a_valid_mapped_dataset(written):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the files are stored as a Dataset keeps them
+        ds = data.load_arrays(written)
+    data.validate(ds)
+    assert (ds.name, ds.source, ds.num_nodes, ds.num_features, ds.num_classes) == (
+        "csbm",
+        str(written),
+        2000,
+        16,
+        4,
+    )
+    assert str(ds.features.filename) == str(written / "features.npy")
+    assert str(ds.edges.filename) == str(written / "edges.npy")
+    assert 2000 * 8 * 0.9 < ds.num_edges <= 2000 * 8  # each draw twice, few repeats
+    assert (len(ds.train_index), len(ds.val_index), len(ds.test_index)) == (80, 500, 1000)
+    # The model is make_csbm's: most edges join a class to itself, and the features say which.
+    s, r = ds.edges
+    assert 0.75 < np.mean(ds.labels[s] == ds.labels[r]) < 0.85
+    assert data.load_arrays(written, name="other").name == "other"
+
+
+def test_the_same_arguments_write_the_same_files_whatever_the_chunk(written, tmp_path):
+    again = data.write_csbm(tmp_path / "again", **SMALL, rows_per_chunk=7)
+    for name in data.on_disk.ARRAY_FILES + ("meta.json",):
+        assert (again / name).read_bytes() == (written / name).read_bytes(), name
+    assert not list(again.glob(".*"))  # no temporary file is left
+
+
+def test_a_written_folder_is_not_overwritten_unless_asked(written, tmp_path):
+    folder = data.write_csbm(tmp_path / "g", num_nodes=1600, num_features=4)
+    before = (folder / "features.npy").read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        data.write_csbm(folder, num_nodes=1600, num_features=4, seed=1)
+    assert (folder / "features.npy").read_bytes() == before
+    data.write_csbm(folder, num_nodes=1600, num_features=4, seed=1, overwrite=True)
+    assert (folder / "features.npy").read_bytes() != before
+    data.load_arrays(folder)
+
+
+def _copy(written, folder, skip=()):
+    folder.mkdir()
+    for path in written.iterdir():
+        if path.name not in skip:
+            (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+def test_a_folder_without_meta_json_is_an_unfinished_write(written, tmp_path):
+    folder = _copy(written, tmp_path / "cut", skip=("meta.json",))
+    with pytest.raises(data.DataError, match="no meta.json, so its write did not finish"):
+        data.load_arrays(folder)
+
+
+def test_a_missing_folder_or_file_is_named(written, tmp_path):
+    with pytest.raises(data.DataError, match="is not a folder"):
+        data.load_arrays(tmp_path / "nowhere")
+    folder = _copy(written, tmp_path / "partial", skip=("val_index.npy",))
+    with pytest.raises(data.DataError, match="has no val_index.npy"):
+        data.load_arrays(folder)
+
+
+@pytest.mark.parametrize(
+    "name, array, message",
+    [
+        ("features.npy", np.zeros((2000, 16)), r"features\.npy holds float64.*as float32"),
+        ("edges.npy", np.zeros((3, 5), np.int32), r"edges\.npy has shape \(3, 5\)"),
+        ("labels.npy", np.zeros(5, np.int32), r"labels\.npy has shape \(5,\)"),
+        ("test_index.npy", np.zeros((2, 2), np.int32), r"test_index\.npy has shape"),
+    ],
+)
+def test_arrays_of_the_wrong_shape_are_named(written, tmp_path, name, array, message):
+    folder = _copy(written, tmp_path / "bad", skip=(name,))
+    np.save(folder / name, array)
+    with pytest.raises(ValueError, match=message):
+        data.load_arrays(folder)
+
+
+# In a fresh process, after its imports: the high-water mark of its resident memory, reset
+# there (ru_maxrss cannot be: it keeps the size of the parent this process was forked from).
+MEASURE = """
+import sys
+from policy_gnn_jax import data
+
+def status_kib(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # resets VmHWM to the resident size now
+before = status_kib("VmRSS")
+ds = data.load_arrays(sys.argv[1])
+ds.fingerprint()
+data.validate(ds)
+print(before, status_kib("VmHWM"))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+def test_loading_checking_and_hashing_a_mapped_graph_stays_within_twice_its_files(tmp_path):
+    """The checks and the hash read the mapped files a block at a time: the peak resident
+    memory grows by the mapped pages and a few MB, never by copies of the arrays."""
+    folder = data.write_csbm(tmp_path / "g", num_nodes=200_000, num_features=64)
+    size = sum(p.stat().st_size for p in folder.iterdir())
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    before, peak = map(int, out.stdout.split()[-2:])
+    growth = (peak - before) * 1024
+    print(f"files {size / 2**20:.1f} MiB, peak resident growth {growth / 2**20:.1f} MiB")
+    assert growth < 2 * size
