@@ -133,7 +133,7 @@ def fit(
     config = entry.prepare(config)
     low, high = processes.seed_block(seeds)  # all of them in one process
     keys = runner.seed_keys(seed, seeds)[low:high]
-    g = graph.from_dataset(dataset)  # validates the dataset again: nothing unchecked reaches jit
+    g = entry.graph(config, dataset)  # validates the dataset again: nothing unchecked reaches jit
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)
     ckpt = _checkpointer(checkpoint_dir, dataset, config, entry, seeds, seed, seed_mode,
                          backbone, agent)  # fmt: skip
@@ -390,7 +390,7 @@ def load(
 def _snapshot_structure(method: str, config, ds: data.Dataset, seeds: int, backbone, agent):
     """Shapes of (params, policy, eval_keys) with a leading seed axis, without training."""
     entry = methods.get(method)
-    g = graph.from_dataset(ds)
+    g = entry.graph(config, ds)
     trainer = entry.make_trainer(config, ds, g, backbone, agent)
     keys = jax.random.split(jax.random.key(0), seeds)
     state = jax.eval_shape(jax.vmap(trainer.init), keys)

@@ -23,13 +23,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from policy_gnn_jax import backbones, data, fixed_depth
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones.base import Backbone
-from policy_gnn_jax.graph import subgraph
+from policy_gnn_jax.graph import host, subgraph
 from policy_gnn_jax.mdp import loop
 from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import Trainer
@@ -61,7 +62,9 @@ class Method:
       prepare: config -> the config the method runs (e.g. the random policy's flag set).
       label: config -> a short name for progress bars, summaries and folder names.
       hints: config -> the divergence fix per network (`learning_rate_hints`).
-      engine: (config, graph) -> "full" or "subgraph", what the record says ran.
+      engine: (config, graph) -> "full", "subgraph" or "host", what the record says ran.
+      graph: (config, dataset) -> the device `Graph` the method trains on (the whole graph;
+        the split nodes alone under the host engine, `graph/host.py`).
       uses_eval_keys: whether prediction needs each seed's evaluation key (a random policy
         draws its depths with it).
       takes_backbone, takes_agent: whether a custom `Backbone` / `Agent` may be passed.
@@ -77,6 +80,9 @@ class Method:
     label: Callable[[config_lib.Config], str] | None = None
     hints: Callable[[config_lib.Config], dict] = learning_rate_hints
     engine: Callable[[config_lib.Config, graph_lib.Graph], str] = lambda config, g: "full"
+    graph: Callable[[config_lib.Config, data.Dataset], graph_lib.Graph] = lambda config, ds: (
+        graph_lib.from_dataset(ds)
+    )
     uses_eval_keys: bool = False
     takes_backbone: bool = True
     takes_agent: bool = False
@@ -183,7 +189,16 @@ def _mdp_trainer(config, ds: data.Dataset, g, backbone, agent) -> Trainer:
             f"the audit reproduces the released code's accuracy; {ds.name} is scored by "
             f"{g.metric}: run it without --audit (Config.audit=False)."
         )
-    hops = graph_lib.train_hop_distances(ds, config.max_depth)
+    if g.host is not None and config.audit:
+        raise config_lib.ConfigError(
+            "the audit scores the released code's metric on the whole graph, which the host "
+            "engine keeps off the device: run it with --engine full or subgraph."
+        )
+    if g.host is None:
+        hops = graph_lib.train_hop_distances(ds, config.max_depth)
+    else:  # no [T, N] table: a bounded BFS over the host's adjacency
+        train = np.asarray(ds.train_index, np.int64)
+        hops = host.hop_distances(g.host, train, train, config.max_depth)
     return loop.make_trainer(config, g, hops, backbone=backbone, agent=agent)
 
 
@@ -198,7 +213,14 @@ def _mdp_depth_fn(config, ds, g, agent) -> DepthFn:
 
 
 def _mdp_engine(config, g) -> str:
+    if g.host is not None:
+        return "host"
     return "subgraph" if subgraph.use_subgraphs(config, g) else "full"
+
+
+def _mdp_graph(config, ds: data.Dataset) -> graph_lib.Graph:
+    """The host engine's split-node graph, else the whole graph."""
+    return host.split_graph(ds) if config.engine == "host" else graph_lib.from_dataset(ds)
 
 
 def _with_policy(random_policy: bool, config):
@@ -220,6 +242,7 @@ _MDP = dict(
     depth_fn=_mdp_depth_fn,
     record_fields=loop.record_fields,
     engine=_mdp_engine,
+    graph=_mdp_graph,
     uses_eval_keys=True,
     takes_agent=True,
     # random_policy: each MDP method sets it (`prepare`), whatever the config said.

@@ -77,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine",
         default=None,
         choices=config_lib.ENGINES,
-        help="MDP step on the whole graph or on padded neighbourhoods "
-        f"(auto: subgraph above {config_lib.AUTO_SUBGRAPH_NODES} nodes)",
+        help="MDP step on the whole graph, on padded neighbourhoods, or on neighbourhoods with "
+        f"the graph left in host memory (auto: subgraph above {config_lib.AUTO_SUBGRAPH_NODES})",
     )
     where.add_argument(
         "--seed-mode",

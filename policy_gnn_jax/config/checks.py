@@ -17,8 +17,9 @@ PLUS_REWARDS = ("loglik", "correct")
 # a depth.
 MAX_DEPTH = {"gcn": 10, "gcn-readout": 10, "decoupled": 64}
 # How an MDP step trains the backbone and measures M_t (subgraph.py): on the whole graph, or on
-# padded d-hop subgraphs of the buffers' and validation nodes; "auto" picks by graph size.
-ENGINES = ("auto", "full", "subgraph")
+# padded d-hop subgraphs of the buffers' and validation nodes; "host" is the subgraph engine with
+# the whole graph left in host memory (graph/host.py); "auto" picks full or subgraph by size.
+ENGINES = ("auto", "full", "subgraph", "host")
 # "auto" picks the subgraph engine above this many nodes: below it one whole-graph step costs
 # about what a padded subgraph step costs (benchmarks/bench_scale.py).
 AUTO_SUBGRAPH_NODES = 100_000

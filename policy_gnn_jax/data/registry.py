@@ -1,5 +1,6 @@
 """Datasets by name: the Planetoid ones, ogbn-arxiv, the heterophilous benchmarks (or any `.npz`
-file of their format, by path) and the generators."""
+file of their format, by path), a folder of memory-mapped arrays (`on_disk.py`, by path) and the
+generators."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from policy_gnn_jax.data.dataset import DataError, Dataset
 from policy_gnn_jax.data.generators import make_csbm, make_planted_depth
 from policy_gnn_jax.data.heterophily import HETEROPHILY_NAMES, is_npz_path, load_heterophily
 from policy_gnn_jax.data.ogb import OGB_NAMES, load_ogbn_arxiv
+from policy_gnn_jax.data.on_disk import META_FILE, load_arrays
 from policy_gnn_jax.data.planetoid import PLANETOID_NAMES, load_planetoid
 
 DATASET_NAMES = (*PLANETOID_NAMES, *OGB_NAMES, *HETEROPHILY_NAMES, "csbm", "planted")
@@ -23,6 +25,8 @@ def check_name(name: str | os.PathLike) -> str:
     if not isinstance(name, str | os.PathLike):
         raise DataError(f"the dataset's name must be text or a path, got {type(name).__name__}.")
     name = os.fspath(name)
+    if is_array_folder(name):
+        return name
     if is_npz_path(name):
         if pathlib.Path(name).is_dir():
             raise DataError(
@@ -39,9 +43,15 @@ def check_name(name: str | os.PathLike) -> str:
     if name.lower() not in DATASET_NAMES:
         raise DataError(
             f"Unknown dataset {name!r}: choose one of {DATASET_NAMES}, or pass the path of a "
-            f".npz file of the heterophilous benchmarks' format."
+            f".npz file of the heterophilous benchmarks' format or of a folder of arrays with a "
+            f"{META_FILE} (data.write_csbm writes one)."
         )
     return name.lower()
+
+
+def is_array_folder(name: str) -> bool:
+    """Whether `name` is a folder of `.npy` arrays (`on_disk.py`): one holding a meta.json."""
+    return (pathlib.Path(name) / META_FILE).is_file()
 
 
 # Datasets with one fixed split and no arguments.
@@ -60,7 +70,7 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
     if name in generators:
         takes = tuple(inspect.signature(generators[name]).parameters)
     else:
-        takes = ("split",) if name not in PLANETOID_LIKE else ()
+        takes = ("split",) if name not in PLANETOID_LIKE and not is_array_folder(name) else ()
     unused = sorted(set(kwargs) - set(takes))
     if unused:
         raise DataError(
@@ -70,6 +80,10 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
         raise DataError(
             f"{name} is generated, not read: it takes no data_dir (got {str(data_dir)!r})."
         )
+    if is_array_folder(name):
+        if data_dir is not None:
+            raise DataError(f"{name} is a folder of arrays: it takes no data_dir.")
+        return load_arrays(name)
     if name == "csbm":
         return make_csbm(**kwargs)
     if name == "planted":

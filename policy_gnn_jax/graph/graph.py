@@ -71,6 +71,9 @@ class Graph:
     symmetric: bool = struct.field(pytree_node=False, default=True)
     # How predictions are scored (`metrics.score`): "accuracy", or "roc_auc" for two classes.
     metric: str = struct.field(pytree_node=False, default="accuracy")
+    # The host engine's whole graph (`host.HostStore`) where this graph holds only the split
+    # nodes (`host.split_graph`); None: this graph is the whole graph.
+    host: object = struct.field(pytree_node=False, default=None)
 
     @property
     def deterministic(self) -> bool:

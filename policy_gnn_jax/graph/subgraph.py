@@ -36,6 +36,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.graph import host as host_lib
 
 
 class Padded(NamedTuple):
@@ -47,6 +48,9 @@ class Padded(NamedTuple):
     weights: [e_budget] Â's weights (rescaled where neighbours were sampled).
     positions: [...] the local id of each target entry (0 where the entry is masked).
     num_nodes: [] how many nodes are real.
+    feature_rows: [n_budget, F] the nodes' dense feature rows, or None; row_cols, row_vals:
+      [n_budget, P] their non-zeros, or None. Only the host engine sends rows (the others
+      gather them from the device graph).
     """
 
     node_ids: jax.Array
@@ -55,6 +59,9 @@ class Padded(NamedTuple):
     weights: jax.Array
     positions: jax.Array
     num_nodes: jax.Array
+    feature_rows: jax.Array | None = None
+    row_cols: jax.Array | None = None
+    row_vals: jax.Array | None = None
 
 
 class HostGraph(NamedTuple):
@@ -75,8 +82,10 @@ class Sampler:
     the graph: per-node scratch arrays replace sets and sorts (reset by one memset a call), and
     a lock keeps concurrent callbacks (one per device) apart."""
 
-    def __init__(self, hg: HostGraph, config: config_lib.Config):
+    def __init__(self, hg: HostGraph | host_lib.HostStore, config: config_lib.Config):
         self.hg = hg
+        # The host engine's store: targets are split-node ids, and rows travel with subgraphs.
+        self.store = hg if isinstance(hg, host_lib.HostStore) else None
         self.config = config
         self.max_nodes = config.subgraph_nodes
         self.max_edges = config.subgraph_edges
@@ -97,13 +106,15 @@ class Sampler:
         rng = np.random.default_rng(np.asarray(seed, np.uint64))
         mask = np.asarray(target_mask, bool)
         targets = np.asarray(target_nodes)[mask].astype(np.int64)
+        if self.store is not None:
+            targets = self.store.split_nodes[targets]
         radii = np.asarray(target_radii)[mask].astype(np.int64)
         with self._lock:
             nodes, senders, receivers, weights = self.neighbourhood(targets, radii, rng)
         positions = np.zeros(np.shape(target_nodes), np.int32)
         positions[mask] = np.searchsorted(nodes, targets)
         padded = pad(nodes, senders, receivers, weights, self.max_nodes, self.max_edges)
-        return (
+        out = (
             padded.nodes.astype(np.int32),
             padded.senders.astype(np.int32),
             padded.receivers.astype(np.int32),
@@ -111,6 +122,13 @@ class Sampler:
             positions,
             np.asarray(len(nodes), np.int32),
         )
+        if self.store is None:
+            return out
+        # Padding nodes carry node 0's row, as the device graph's gather gives them.
+        ids = padded.nodes.astype(np.int64)
+        if self.store.sparse_rows:
+            return (*out, *self.store.padded_rows(ids))
+        return (*out, self.store.dense_rows(ids))
 
     def neighbourhood(self, targets, radii, rng):
         """(nodes ascending, senders, receivers as local ids, weights) of the union of the
@@ -223,8 +241,18 @@ def pad(nodes, senders, receivers, weights, max_nodes: int, max_edges: int) -> j
     return jraph.pad_with_graphs(graph, n_node=max_nodes + 1, n_edge=max_edges)
 
 
-def padded_shapes(config: config_lib.Config, target_shape) -> Padded:
+def padded_shapes(config: config_lib.Config, target_shape, store=None) -> Padded:
+    """The shapes `Sampler` returns; with a `HostStore`, its feature rows' too."""
     n, e = config.subgraph_nodes + 1, config.subgraph_edges
+    rows = {}
+    if store is not None and store.sparse_rows:
+        width = store.row_width
+        rows = dict(
+            row_cols=jax.ShapeDtypeStruct((n, width), jnp.int32),
+            row_vals=jax.ShapeDtypeStruct((n, width), jnp.float32),
+        )
+    elif store is not None:
+        rows = dict(feature_rows=jax.ShapeDtypeStruct((n, store.num_features), jnp.float32))
     return Padded(
         node_ids=jax.ShapeDtypeStruct((n,), jnp.int32),
         senders=jax.ShapeDtypeStruct((e,), jnp.int32),
@@ -232,17 +260,46 @@ def padded_shapes(config: config_lib.Config, target_shape) -> Padded:
         weights=jax.ShapeDtypeStruct((e,), jnp.float32),
         positions=jax.ShapeDtypeStruct(tuple(target_shape), jnp.int32),
         num_nodes=jax.ShapeDtypeStruct((), jnp.int32),
+        **rows,
     )
 
 
 def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask) -> Padded:
     """The padded neighbourhood of the masked (node, radius) targets, from inside jit/vmap."""
     seed = jax.random.bits(key, (2,), jnp.uint32)
-    shapes = padded_shapes(sampler.config, nodes.shape)
+    shapes = padded_shapes(sampler.config, nodes.shape, sampler.store)
+    present = [name for name, shape in shapes._asdict().items() if shape is not None]
     out = jax.pure_callback(
-        sampler, tuple(shapes), seed, nodes, radii, mask, vmap_method="sequential"
+        sampler,
+        tuple(getattr(shapes, name) for name in present),
+        seed,
+        nodes,
+        radii,
+        mask,
+        vmap_method="sequential",
     )
-    return Padded(*out)
+    return Padded(**dict(zip(present, out)))
+
+
+def batched_logits(sampler: Sampler, on_graph, g, key, nodes, radius: int, batch: int):
+    """[K, M, C]: `on_graph(view)` at the nodes [M], each batch of `batch` nodes on the union of
+    their `radius`-hop neighbourhoods (sampled where over the budgets): device memory stays that
+    of one subgraph however many nodes. Batch b draws with the b-th of `split(key, B)`."""
+    batch = min(int(nodes.shape[0]), batch)
+    padded = -(-nodes.shape[0] // batch) * batch
+    mask = (jnp.arange(padded) < nodes.shape[0]).reshape(-1, batch)
+    ids = jnp.pad(nodes, (0, padded - nodes.shape[0])).reshape(-1, batch)
+    radii = jnp.full((batch,), radius, jnp.int32)
+
+    def one_batch(args):
+        k, batch_ids, batch_mask = args
+        sub = sample(sampler, k, batch_ids, radii, batch_mask)
+        return on_graph(view(g, sub))[:, sub.positions]
+
+    keys = jax.random.split(key, ids.shape[0])
+    logits = jax.lax.map(one_batch, (keys, ids, mask))  # [B, K, batch, C]
+    logits = jnp.moveaxis(logits, 0, 1).reshape(logits.shape[1], padded, -1)
+    return logits[:, : nodes.shape[0]]
 
 
 def view(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
@@ -250,6 +307,8 @@ def view(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
     rows (sparse rows where the graph keeps them, else dense rows), its edges and labels."""
     ids = sub.node_ids
     n = ids.shape[0]
+    if g.host is not None:  # the host engine: rows came with the subgraph
+        return _view_of_sent_rows(g, sub)
     if g.feat_ell_idx.shape[1] > 0:  # sparse rows: their non-zeros, padded to the widest row
         width = g.feat_ell_idx.shape[1]
         features = jnp.zeros((n, 0), jnp.float32)
@@ -269,8 +328,33 @@ def view(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
     )
 
 
+def _view_of_sent_rows(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
+    """`view` where the subgraph brought its nodes' rows; no labels (the loop reads the split
+    nodes' own)."""
+    n = sub.node_ids.shape[0]
+    if sub.row_cols is not None:
+        width = sub.row_cols.shape[1]
+        features = jnp.zeros((n, 0), jnp.float32)
+        rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), width)
+        nonzeros = (rows, sub.row_cols.reshape(-1), sub.row_vals.reshape(-1))
+    else:
+        features, nonzeros = sub.feature_rows, None
+    return graph_lib.operator_graph(
+        features=features,
+        feature_nonzeros=nonzeros,
+        senders=sub.senders,
+        receivers=sub.receivers,
+        weights=sub.weights,
+        labels=jnp.full((n,), -1, jnp.int32),
+        num_classes=g.num_classes,
+        feature_dim=g.num_features,
+    )
+
+
 def use_subgraphs(config: config_lib.Config, g: graph_lib.Graph) -> bool:
     """Whether the config's engine is the subgraph engine on this graph ("auto": by size)."""
+    if g.host is not None or config.engine == "host":
+        return True
     if config.engine == "auto":
         return g.num_nodes > config_lib.AUTO_SUBGRAPH_NODES
     return config.engine == "subgraph"

@@ -91,7 +91,12 @@ def make_context(
                 f"validation nodes a subgraph starts from: raise --subgraph-nodes to at least "
                 f"{most} (a few times more leaves room for their neighbourhoods)."
             )
-        sampler = subgraph.Sampler(subgraph.host_graph(g), config)
+        if g.host is not None and config.transition != "labelled":
+            raise config_lib.ConfigError(
+                "the host engine keeps the graph's edges on the host, where a random walk on the "
+                "device cannot reach them: use transition 'labelled' (the default)."
+            )
+        sampler = subgraph.Sampler(g.host or subgraph.host_graph(g), config)
     return EnvContext(
         config=config,
         graph=g,
@@ -259,6 +264,17 @@ def validation_logits(
         return ctx.backbone.logits(params, None)[:, g.val_index]
     view = subgraph.view(g, val_graph)
     return ctx.backbone.on_graph(params, None, view)[:, val_graph.positions]
+
+
+def neighbourhood_logits(ctx: EnvContext, params, key: jax.Array, nodes: jax.Array):
+    """[K, M, C]: the nodes' logits at every depth (evaluation, no dropout), on their sampled
+    `max_depth`-hop neighbourhoods a batch at a time (`subgraph.batched_logits`). A batch holds
+    as many nodes as the validation subgraph, so test nodes get M_t's share of the budgets."""
+    batch = int(ctx.graph.val_index.shape[0])
+    on_graph = functools.partial(ctx.backbone.on_graph, params, None)
+    return subgraph.batched_logits(
+        ctx.sampler, on_graph, ctx.graph, key, nodes, ctx.config.max_depth, batch
+    )
 
 
 def validation_accuracy(ctx: EnvContext, val_logits: jax.Array, val_depths: jax.Array):

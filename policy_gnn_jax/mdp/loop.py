@@ -155,8 +155,13 @@ def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
     """The honest protocol: the snapshot's depths on test nodes. The only reader of test labels."""
     g, best = ctx.graph, rs.best
     depths = ctx.agent.depths(evaluation_key(rs.key), best.policy, g.test_index)
-    logits_all = ctx.env.backbone.logits(best.params, None)
-    logits = backbone_lib.depth_logits(ctx.env.backbone, logits_all[:, g.test_index], depths)
+    if g.host is None:
+        logits_all = ctx.env.backbone.logits(best.params, None)
+        test_logits = logits_all[:, g.test_index]
+    else:  # the graph is on the host: the test nodes' neighbourhoods, a batch at a time
+        key = jax.random.fold_in(evaluation_key(rs.key), 1)
+        test_logits = env.neighbourhood_logits(ctx.env, best.params, key, g.test_index)
+    logits = backbone_lib.depth_logits(ctx.env.backbone, test_logits, depths)
     results = {
         # the graph's metric (accuracy, or ROC AUC): the name stays for results.json's readers
         "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
