@@ -28,7 +28,8 @@ from policy_gnn_jax import data, graph, methods
 from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones.base import Backbone
-from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.graph import host
+from policy_gnn_jax.mdp import host_prediction, loop
 from policy_gnn_jax.runtime import (
     checkpoint,
     compilation,
@@ -145,7 +146,7 @@ def fit(
             keys,
             desc=f"{entry.describe(config)} on {dataset.name}",
             progress=progress,
-            hints=_hints(entry, config, dataset),
+            hints=entry.divergence_hints(config, dataset),
             checkpoint=ckpt,
             checkpoint_every=checkpoint_every,
             devices=devices,
@@ -164,23 +165,6 @@ def fit(
     fitted = Fit(record, config, entry.name, dataset, *selected)
     fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
     return fitted
-
-
-# Features beyond this overflow float32 products within a layer or two: a divergence is then
-# the data's scale, and lowering a learning rate would not help.
-LARGE_FEATURE = 1e6
-
-
-def _hints(entry: methods.Method, config, ds: data.Dataset) -> dict:
-    """The divergence fix per network; a first fix of the data when its features are huge."""
-    hints = dict(entry.hints(config))
-    largest = data.largest_feature(ds.features)  # a block of rows at a time when dense
-    if largest > LARGE_FEATURE:
-        hints["backbone"] = (
-            f"The features reach {largest:.3g}: rescale them first (e.g. divide by their largest "
-            f"value, or row-normalise). Else: {hints['backbone']}"
-        )
-    return hints
 
 
 def _record(entry, ds, config, g, options, ckpt, metrics, results, wall, seeds, seed, seed_mode):
@@ -259,20 +243,23 @@ class Fit:
         return int(self.record["seeds"])
 
     def _graph(self) -> graph.Graph:
+        """The graph the fit trained on: the whole graph, or the host engine's split nodes."""
         if "graph" not in self._cache:
-            self._cache["graph"] = graph.from_dataset(self.dataset)
+            self._cache["graph"] = self._method().graph(self.config, self.dataset)
         return self._cache["graph"]
 
     def _method(self) -> methods.Method:
         return methods.get(self.method)
 
-    def _depths_fn(self):
-        """jit(vmap over seeds) of the method's depths, built once per Fit."""
-        if "depths" not in self._cache:
-            agent = self._cache.get("custom_agent")
-            depth_fn = self._method().depth_fn(self.config, self.dataset, self._graph(), agent)
-            self._cache["depths"] = self._jit(jax.vmap(depth_fn, in_axes=(0, 0, 0, None)))
-        return self._cache["depths"]
+    def _depths_fn(self, g: graph.Graph | None = None):
+        """jit(vmap over seeds) of the method's depths on `g` (default: the fit's graph, built
+        once per Fit)."""
+        if g is None and "depths" in self._cache:
+            return self._cache["depths"]
+        agent = self._cache.get("custom_agent")
+        depth_fn = self._method().depth_fn(self.config, self.dataset, g or self._graph(), agent)
+        fn = self._jit(jax.vmap(depth_fn, in_axes=(0, 0, 0, None)))
+        return fn if g is not None else self._cache.setdefault("depths", fn)
 
     def _logits_fn(self):
         """jit(vmap over seeds) of the backbone's logits at given depths, built once per Fit."""
@@ -308,12 +295,23 @@ class Fit:
         keys = None
         if self.eval_keys is not None:
             keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
-        params = self.params
-        return np.asarray(self._depths_fn()(params, self.policy, keys, nodes))
+        depths_fn, g = self._depths_fn(), self._graph()
+        if g.host is not None:  # the states: a device graph of these nodes' rows alone
+            depths_fn = self._depths_fn(host.rows_graph(g.host, np.asarray(nodes), g))
+            nodes = jnp.arange(nodes.shape[0], dtype=jnp.int32)
+        return np.asarray(depths_fn(self.params, self.policy, keys, nodes))
 
     def predict_logits(self, nodes) -> np.ndarray:
         """[S, M, C] each seed's logits for each node at its predicted depth."""
         depths = jnp.asarray(self.predict_depths(nodes))
+        g = self._graph()
+        if g.host is not None and depths.shape[1] == 0:  # no nodes: no batch to sample
+            return np.zeros((self.num_seeds, 0, self.dataset.num_classes), np.float32)
+        if g.host is not None:  # on sampled neighbourhoods, as the final evaluation
+            backbone = self._cache.get("custom_backbone") or self._method().backbone(self.config, g)
+            fn = host_prediction.logits_fn(self.config, backbone, g, np.asarray(nodes))
+            keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
+            return np.asarray(self._jit(jax.vmap(fn))(self.params, keys, depths))
         return np.asarray(self._logits_fn()(self.params, self._nodes(nodes), depths))
 
     def predict(self, nodes) -> np.ndarray:

@@ -4,6 +4,7 @@ the whole graph's test scores where no neighbourhood is sampled, and hold device
 size does not grow with the graph."""
 
 import dataclasses
+import pathlib
 
 import jax
 import numpy as np
@@ -106,3 +107,73 @@ def test_what_needs_the_whole_graph_on_the_device_is_refused(small_dataset, over
     cfg = config_lib.Config.tiny(engine="host", **overrides)
     with pytest.raises(config_lib.ConfigError, match=words):
         pg.fit(small_dataset, cfg, seeds=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def sampled_fit(tmp_path_factory):
+    """A host-engine fit whose neighbourhoods are sampled, on memory-mapped dense features."""
+    folder = tmp_path_factory.mktemp("graph") / "csbm"
+    data.write_csbm(folder, num_nodes=3000, num_features=24, avg_degree=8, seed=2, num_val=120,
+                    num_test=200)  # fmt: skip
+    ds = data.load_arrays(folder)
+    assert isinstance(ds.features, np.memmap)
+    cfg = config_lib.Config.tiny(engine="host", subgraph_nodes=400, subgraph_edges=2400)
+    return pg.fit(ds, cfg, seeds=2, progress=False)
+
+
+def test_predict_repeats_the_evaluation_on_the_test_nodes(sampled_fit):
+    # The record's test depths and score were computed inside the compiled loop; prediction
+    # runs outside it, on a device graph of the asked nodes' rows and their own sampler.
+    fitted, ds = sampled_fit, sampled_fit.dataset
+    depths = fitted.predict_depths(ds.test_index)
+    np.testing.assert_array_equal(depths, np.asarray(fitted.record["test_depths"]))
+    correct = fitted.predict(ds.test_index) == ds.labels[ds.test_index]
+    np.testing.assert_allclose(
+        correct.mean(1), fitted.record["test_accuracy"]["per_seed"], rtol=0, atol=1e-6
+    )
+    assert fitted.predict_logits(np.zeros(0, np.int64)).shape == (2, 0, ds.num_classes)
+
+
+def test_predict_on_cora_equals_the_subgraph_engines_whole_graph_prediction(cora):
+    cfg = config_lib.Config.tiny(subgraph_nodes=4096, subgraph_edges=16384, fanouts=(0,))
+    fits = {
+        e: pg.fit(cora, dataclasses.replace(cfg, engine=e), seeds=1, progress=False)
+        for e in ("subgraph", "host")
+    }
+    nodes = np.array([5, 0, 2707, 5, 1200])  # any order, repeats, outside the splits
+    np.testing.assert_array_equal(
+        fits["host"].predict_depths(nodes), fits["subgraph"].predict_depths(nodes)
+    )
+    np.testing.assert_array_equal(
+        fits["host"].predict_logits(nodes), fits["subgraph"].predict_logits(nodes)
+    )
+
+
+def test_a_saved_fit_refers_to_its_folder_of_arrays(sampled_fit, tmp_path):
+    fitted, ds = sampled_fit, sampled_fit.dataset
+    out = fitted.save(tmp_path / "fit")
+    # The graph is not copied: the fit names its folder and checks its fingerprint on load.
+    assert (out / "dataset.npz").stat().st_size < 10_000 < ds.features.nbytes
+    loaded = pg.load(out)
+    assert isinstance(loaded.dataset.features, np.memmap)
+    np.testing.assert_array_equal(
+        loaded.predict(ds.test_index[:50]), fitted.predict(ds.test_index[:50])
+    )
+    folder = pathlib.Path(ds.source)
+    moved = folder.with_name("moved")
+    folder.rename(moved)
+    try:
+        with pytest.raises(pg.CheckpointError, match="put the folder back"):
+            pg.load(out)
+    finally:
+        moved.rename(folder)
+
+
+def test_a_fit_whose_folder_of_arrays_changed_is_refused(tmp_path):
+    folder = tmp_path / "graph"
+    data.write_csbm(folder, num_nodes=2000, num_features=8, seed=0)
+    cfg = config_lib.Config.tiny(engine="host", num_episodes=1)
+    out = pg.fit(data.load_arrays(folder), cfg, seeds=1, progress=False).save(tmp_path / "fit")
+    data.write_csbm(folder, num_nodes=2000, num_features=8, seed=1, overwrite=True)
+    with pytest.raises(pg.CheckpointError, match="changed since the fit was saved"):
+        pg.load(out)

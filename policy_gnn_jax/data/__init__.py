@@ -41,7 +41,7 @@ from policy_gnn_jax.data.planetoid import (
     resolve_raw_file,
     sha256_of,
 )
-from policy_gnn_jax.data.registry import DATASET_NAMES, check_name, load_dataset
+from policy_gnn_jax.data.registry import DATASET_NAMES, check_name, is_array_folder, load_dataset
 
 __all__ = [
     "DATASET_NAMES",
@@ -62,6 +62,7 @@ __all__ = [
     "feature_nonzeros",
     "features_array",
     "from_arrays",
+    "is_array_folder",
     "from_jraph",
     "is_dense_features",
     "largest_feature",

@@ -107,12 +107,22 @@ def _sha256(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+def kept_in_its_folder(ds: data.Dataset) -> bool:
+    """Whether the dataset is a folder of memory-mapped arrays (`data.load_arrays`): a fit
+    refers to that folder instead of copying a graph that may not fit in memory."""
+    return isinstance(ds.features, np.memmap) and data.is_array_folder(ds.source)
+
+
 def dataset_bytes(ds: data.Dataset) -> bytes:
-    """The dataset as an .npz. Dense features (a memory-mapped file's included) are saved as
-    their rows under `dense_values`, so the loaded dataset is dense too and keeps the same
-    fingerprint; CSR features as before, key for key."""
+    """The dataset as an .npz. Dense features are saved as their rows under `dense_values`, so
+    the loaded dataset is dense too and keeps the same fingerprint; CSR features as before, key
+    for key. A folder of memory-mapped arrays is saved as its absolute path alone (`read`
+    opens it again and checks its fingerprint)."""
     buffer = io.BytesIO()
     f = ds.features
+    if kept_in_its_folder(ds):
+        np.savez(buffer, array_folder=np.array(os.path.abspath(ds.source)), name=np.array(ds.name))
+        return buffer.getvalue()
     if data.is_dense_features(f):
         features = dict(dense_values=np.asarray(f), shape=np.array(f.shape))
     else:
@@ -137,6 +147,8 @@ def dataset_bytes(ds: data.Dataset) -> bytes:
 
 def _dataset_from(blob: bytes) -> data.Dataset:
     with np.load(io.BytesIO(blob)) as z:
+        if "array_folder" in z:
+            return _dataset_in_folder(str(z["array_folder"]), str(z["name"]))
         if "dense_values" in z:
             features = z["dense_values"]
         else:
@@ -156,6 +168,16 @@ def _dataset_from(blob: bytes) -> data.Dataset:
             split=int(z["split"]) if "split" in z and int(z["split"]) >= 0 else None,
             metric=str(z["metric"]) if "metric" in z else "accuracy",
         )
+
+
+def _dataset_in_folder(folder: str, name: str) -> data.Dataset:
+    try:
+        return data.load_arrays(folder, name=name)
+    except (data.DataError, ValueError, OSError) as err:
+        raise CheckpointError(
+            f"this fit's graph is the folder of arrays {folder}, which cannot be read now "
+            f"({err}): put the folder back where it was, unchanged, and load again."
+        ) from None
 
 
 def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, overwrite: bool):
@@ -238,6 +260,11 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         ds = _dataset_from(blobs["dataset.npz"])
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
+    if ds.fingerprint() != meta["dataset_fingerprint"] and kept_in_its_folder(ds):
+        raise CheckpointError(
+            f"the folder of arrays {ds.source}, this fit's graph, changed since the fit was "
+            f"saved: restore the arrays it was trained on (or fit again)."
+        )
     if ds.fingerprint() != meta["dataset_fingerprint"]:
         raise CheckpointError(f"{folder}/dataset.npz does not match fit.json: save again.")
     try:
