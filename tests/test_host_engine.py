@@ -177,3 +177,10 @@ def test_a_fit_whose_folder_of_arrays_changed_is_refused(tmp_path):
     data.write_csbm(folder, num_nodes=2000, num_features=8, seed=1, overwrite=True)
     with pytest.raises(pg.CheckpointError, match="changed since the fit was saved"):
         pg.load(out)
+
+
+def test_a_dataset_edited_after_its_checks_is_checked_again(small_dataset):
+    ds = dataclasses.replace(small_dataset, edges=small_dataset.edges.copy())
+    ds.edges[:, [0, 1]] = ds.edges[:, [1, 0]]  # in place: no longer sorted
+    with pytest.raises(data.InvalidDatasetError, match="not sorted"):
+        host.split_graph(ds)

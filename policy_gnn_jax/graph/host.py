@@ -106,9 +106,14 @@ def widest_row(features) -> int:
 
 def split_graph(ds: data.Dataset, kernels: str = "auto") -> graph_lib.Graph:
     """The device graph of the split nodes (features, labels, splits; no edges), holding the
-    `HostStore` of the whole graph. Rows travel as non-zeros where the whole graph's would."""
-    sparse_rows = graph_lib.sparse_rows_pay(widest_row(ds.features), ds.num_features)
-    store = HostStore(ds, sparse_rows, max(1, widest_row(ds.features)) if sparse_rows else 0)
+    `HostStore` of the whole graph. Rows travel as non-zeros where the whole graph's would.
+
+    The dataset is validated again first, as `graph.from_dataset` does: the sampler's weights
+    and neighbour lists rely on a symmetric, receiver-sorted edge list."""
+    data.validate(ds)
+    widest = widest_row(ds.features)
+    sparse_rows = graph_lib.sparse_rows_pay(widest, ds.num_features)
+    store = HostStore(ds, sparse_rows, max(1, widest) if sparse_rows else 0)
     ids = store.split_nodes
     local = {name: np.searchsorted(ids, getattr(ds, f"{name}_index")) for name in SPLITS}
     rows = sp.csr_matrix(ds.features[ids], dtype=np.float32)
