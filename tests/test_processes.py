@@ -218,3 +218,26 @@ def test_a_run_refused_by_process_0_ends_every_process_with_one_line(tmp_path):
     assert done[0].stderr.strip().splitlines()[-1].startswith(f"error: {out} already holds")
     last = done[1].stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: process 0 refused the run: {out} already holds"), last
+
+
+def test_a_process_whose_process_0_never_starts_stops_with_one_line(tmp_path):
+    """Before: it waited inside JAX, deaf to signals, then JAX aborted it (a C++ stack trace,
+    status 134). Now it waits for process 0's port itself, for POLICY_GNN_CONNECT_TIMEOUT_S."""
+    env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "4"}
+    argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(1, _free_port(), 2)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: no process 0 answered at 127.0.0.1:") and "in 4 s" in last
+    assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
+
+
+def test_a_bad_connect_timeout_is_one_error(tmp_path):
+    env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "soon"}
+    argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(1, _free_port(), 2)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2
+    assert (
+        "POLICY_GNN_CONNECT_TIMEOUT_S must be a number of seconds > 0, got 'soon'"
+        in (done.stderr.strip().splitlines()[-1])
+    )

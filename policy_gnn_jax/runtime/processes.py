@@ -15,6 +15,8 @@ import io
 import itertools
 import os
 import pathlib
+import socket
+import sys
 import time
 
 import jax
@@ -30,6 +32,9 @@ _LAUNCHER_COUNTS = ("SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "JAX_NUM_PROCESSES")
 # (the coordination service's heartbeat).
 GATHER_TIMEOUT_ENV = "POLICY_GNN_GATHER_TIMEOUT_S"
 _DEFAULT_GATHER_TIMEOUT_S = 3600
+# How long processes wait for each other to start.
+CONNECT_TIMEOUT_ENV = "POLICY_GNN_CONNECT_TIMEOUT_S"
+_DEFAULT_CONNECT_TIMEOUT_S = 300
 # A process that sends no heartbeat for this long counts as stopped.
 HEARTBEAT_S = 30
 # How often a waiting process asks whether the one it waits for is still there.
@@ -58,11 +63,14 @@ def connect(
     coordinator: str | None = None,
     num_processes: int | None = None,
     process_id: int | None = None,
-    timeout_s: int = 300,
+    timeout_s: float | None = None,
 ) -> None:
     """Starts JAX's distributed runtime: with the three arguments, as given (`HOST:PORT` of
     process 0, how many processes, this one's id); with none, from the cluster's environment.
-    Must run before JAX starts its backend."""
+    Must run before JAX starts its backend. `timeout_s`: how long to wait for the others
+    (default: $POLICY_GNN_CONNECT_TIMEOUT_S, else 300 s)."""
+    if timeout_s is None:
+        timeout_s = _seconds_from_env(CONNECT_TIMEOUT_ENV, _DEFAULT_CONNECT_TIMEOUT_S)
     given = [coordinator, num_processes, process_id]
     if any(v is not None for v in given) and any(v is None for v in given):
         raise ConfigError(
@@ -73,6 +81,8 @@ def connect(
         _check_process_numbers(coordinator, num_processes, process_id)
         if num_processes == 1:
             return  # one process: nothing to coordinate
+        if process_id != 0:
+            _wait_for_coordinator(coordinator, timeout_s)
     # Without it, JAX aborts every other process (a C++ stack trace, status 134) when one
     # stops; with it they go on, and `gather` says which process stopped.
     jax.config.update("jax_enable_recoverability", True)
@@ -94,6 +104,29 @@ def connect(
             f"could not join the other processes at {where} ({detail}). Start every process "
             f"with the same --coordinator and --num-processes, each with its own --process-id."
         ) from None
+
+
+def _wait_for_coordinator(coordinator: str, timeout_s: float) -> None:
+    """Waits until process 0's port answers. JAX's own wait for it cannot be interrupted and
+    ends in an abort (a C++ stack trace, status 134); this one is a loop of short connection
+    attempts, so a signal stops it and a missing process 0 is one error line."""
+    host, _, port = coordinator.rpartition(":")
+    deadline, told = time.monotonic() + timeout_s, False
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=2):
+                return
+        except OSError as err:
+            if time.monotonic() >= deadline:
+                raise ProcessError(
+                    f"no process 0 answered at {coordinator} in {timeout_s:g} s "
+                    f"({err.strerror or err}): start process 0 (--process-id 0) with the same "
+                    f"--coordinator, or check the address."
+                ) from None
+        if not told and time.monotonic() > deadline - timeout_s + 5:
+            print(f"waiting for process 0 at {coordinator} ...", file=sys.stderr, flush=True)
+            told = True
+        time.sleep(0.5)
 
 
 def _check_process_numbers(coordinator: str, num_processes, process_id) -> None:
@@ -321,13 +354,17 @@ def _live() -> dict:
 
 
 def _gather_timeout_s() -> float:
-    value = os.environ.get(GATHER_TIMEOUT_ENV, "")
+    return _seconds_from_env(GATHER_TIMEOUT_ENV, _DEFAULT_GATHER_TIMEOUT_S)
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
     try:
-        seconds = float(value) if value else _DEFAULT_GATHER_TIMEOUT_S
+        seconds = float(value) if value else default
     except ValueError:
         seconds = -1.0
-    if not seconds > 0:
-        raise ConfigError(f"{GATHER_TIMEOUT_ENV} must be a number of seconds > 0, got {value!r}.")
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"{name} must be a number of seconds > 0, got {value!r}.")
     return seconds
 
 
