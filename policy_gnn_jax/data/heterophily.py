@@ -32,7 +32,7 @@ import zipfile
 import numpy as np
 
 from policy_gnn_jax.data import arrays as arrays_lib
-from policy_gnn_jax.data import planetoid
+from policy_gnn_jax.data import feature_input, planetoid
 from policy_gnn_jax.data.dataset import (
     DataError,
     Dataset,
@@ -234,7 +234,7 @@ def _to_dataset(name: str, arrays: dict, split: int, path: pathlib.Path) -> Data
     train, val, test = _split_masks(arrays, split, path)
     try:
         # The checks from_arrays runs on a user's arrays, on the file's values as stored.
-        features = arrays_lib._as_features(arrays["node_features"])
+        features = feature_input.as_features(arrays["node_features"])
         labels, classes = arrays_lib._as_labels(labels, n, None)
         present = np.unique(labels[labels >= 0])
         if present.size == 2 and classes != 2:  # two classes numbered otherwise than 0 and 1
