@@ -35,7 +35,7 @@ def test_unsampled_host_run_equals_the_subgraph_and_full_engines_on_cora(cora):
     # neighbourhoods give the whole graph's logits (the subgraph engine's exactness) and the
     # training repeats the subgraph engine's bits (sparse feature rows: Cora's).
     cfg = config_lib.Config.tiny(subgraph_nodes=4096, subgraph_edges=16384, fanouts=(0,))
-    records = _records(cora, cfg, ("subgraph", "host"))
+    records = _records(cora, cfg, ("subgraph", "host"), seeds=1)
     assert records["host"]["engine"] == "host"
     assert _differences(records["subgraph"], records["host"]) == set()
 
@@ -134,6 +134,17 @@ def test_predict_repeats_the_evaluation_on_the_test_nodes(sampled_fit):
     assert fitted.predict_logits(np.zeros(0, np.int64)).shape == (2, 0, ds.num_classes)
 
 
+def test_a_nodes_prediction_does_not_depend_on_the_others_asked(sampled_fit):
+    # Neighbourhoods are sampled (budgets of 400 nodes): each node's sample must come from the
+    # key and its own id, not from the union of what was asked with it.
+    nodes = sampled_fit.dataset.test_index[:40]
+    together = sampled_fit.predict_logits(nodes)
+    reversed_ = sampled_fit.predict_logits(nodes[::-1])[:, ::-1]
+    one = np.concatenate([sampled_fit.predict_logits(nodes[i : i + 1]) for i in (0, 7)], 1)
+    np.testing.assert_array_equal(together, reversed_)
+    np.testing.assert_array_equal(together[:, [0, 7]], one)
+
+
 def test_predict_on_cora_equals_the_subgraph_engines_whole_graph_prediction(cora):
     cfg = config_lib.Config.tiny(subgraph_nodes=4096, subgraph_edges=16384, fanouts=(0,))
     fits = {
@@ -171,10 +182,11 @@ def test_a_saved_fit_refers_to_its_folder_of_arrays(sampled_fit, tmp_path):
 
 def test_a_fit_whose_folder_of_arrays_changed_is_refused(tmp_path):
     folder = tmp_path / "graph"
-    data.write_csbm(folder, num_nodes=2000, num_features=8, seed=0)
-    cfg = config_lib.Config.tiny(engine="host", num_episodes=1)
+    data.write_csbm(folder, num_nodes=2000, num_features=8, seed=0, num_test=100)
+    cfg = config_lib.Config.tiny(engine="host", num_episodes=1, subgraph_nodes=600,
+                                 subgraph_edges=3000)  # fmt: skip
     out = pg.fit(data.load_arrays(folder), cfg, seeds=1, progress=False).save(tmp_path / "fit")
-    data.write_csbm(folder, num_nodes=2000, num_features=8, seed=1, overwrite=True)
+    data.write_csbm(folder, num_nodes=2000, num_features=8, seed=1, num_test=100, overwrite=True)
     with pytest.raises(pg.CheckpointError, match="changed since the fit was saved"):
         pg.load(out)
 

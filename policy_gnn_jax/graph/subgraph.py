@@ -26,6 +26,7 @@ for bit. (jraph helpers that still call the removed `jax.tree_map`, such as
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import NamedTuple
 
@@ -95,19 +96,23 @@ class Sampler:
         self._scratch = np.zeros(n, np.int64)  # written before every read: never reset
         self._lock = threading.Lock()
 
-    def __call__(self, seed, target_nodes, target_radii, target_mask):
+    def __call__(self, seed, target_nodes, target_radii, target_mask, per_target=False):
         """The padded union neighbourhood of the masked targets, each to its own radius.
 
         Args (NumPy, from the callback): seed [2] uint32; target_nodes, target_radii,
-        target_mask: same shape [...].
+        target_mask: same shape [...]. per_target: draw from the seed and the targets' ids
+        (whole-graph ids), so one target's sample does not depend on where it was asked from.
 
         Returns: the `Padded` fields as NumPy arrays.
         """
-        rng = np.random.default_rng(np.asarray(seed, np.uint64))
         mask = np.asarray(target_mask, bool)
         targets = np.asarray(target_nodes)[mask].astype(np.int64)
         if self.store is not None:
             targets = self.store.split_nodes[targets]
+        entropy = np.asarray(seed, np.uint64)  # as it always was: runs keep their bits
+        if per_target:
+            entropy = np.concatenate([entropy, targets.astype(np.uint64)])
+        rng = np.random.default_rng(entropy)
         radii = np.asarray(target_radii)[mask].astype(np.int64)
         with self._lock:
             nodes, senders, receivers, weights = self.neighbourhood(targets, radii, rng)
@@ -264,13 +269,14 @@ def padded_shapes(config: config_lib.Config, target_shape, store=None) -> Padded
     )
 
 
-def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask) -> Padded:
-    """The padded neighbourhood of the masked (node, radius) targets, from inside jit/vmap."""
+def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask, per_target=False) -> Padded:
+    """The padded neighbourhood of the masked (node, radius) targets, from inside jit/vmap
+    (`per_target`: drawn from the key and the targets' ids, `Sampler.__call__`)."""
     seed = jax.random.bits(key, (2,), jnp.uint32)
     shapes = padded_shapes(sampler.config, nodes.shape, sampler.store)
     present = [name for name, shape in shapes._asdict().items() if shape is not None]
     out = jax.pure_callback(
-        sampler,
+        functools.partial(sampler, per_target=per_target),
         tuple(getattr(shapes, name) for name in present),
         seed,
         nodes,
@@ -281,25 +287,20 @@ def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask) -> Padded:
     return Padded(**dict(zip(present, out)))
 
 
-def batched_logits(sampler: Sampler, on_graph, g, key, nodes, radius: int, batch: int):
-    """[K, M, C]: `on_graph(view)` at the nodes [M], each batch of `batch` nodes on the union of
-    their `radius`-hop neighbourhoods (sampled where over the budgets): device memory stays that
-    of one subgraph however many nodes. Batch b draws with the b-th of `split(key, B)`."""
-    batch = min(int(nodes.shape[0]), batch)
-    padded = -(-nodes.shape[0] // batch) * batch
-    mask = (jnp.arange(padded) < nodes.shape[0]).reshape(-1, batch)
-    ids = jnp.pad(nodes, (0, padded - nodes.shape[0])).reshape(-1, batch)
-    radii = jnp.full((batch,), radius, jnp.int32)
+def node_logits(sampler: Sampler, on_graph, g, key, nodes, radius: int):
+    """[K, M, C]: `on_graph(view)` at each of the nodes [M], each on its own `radius`-hop
+    neighbourhood (sampled where over the budgets), one node after another: device memory is
+    that of one subgraph however many nodes. A node's sample is drawn from `key` and its own id
+    alone, so its logits do not depend on which other nodes are asked with it, or in what order.
+    """
+    radii = jnp.full((1,), radius, jnp.int32)
+    mask = jnp.ones((1,), bool)
 
-    def one_batch(args):
-        k, batch_ids, batch_mask = args
-        sub = sample(sampler, k, batch_ids, radii, batch_mask)
-        return on_graph(view(g, sub))[:, sub.positions]
+    def one_node(node):
+        sub = sample(sampler, key, node[None], radii, mask, per_target=True)
+        return on_graph(view(g, sub))[:, sub.positions[0]]
 
-    keys = jax.random.split(key, ids.shape[0])
-    logits = jax.lax.map(one_batch, (keys, ids, mask))  # [B, K, batch, C]
-    logits = jnp.moveaxis(logits, 0, 1).reshape(logits.shape[1], padded, -1)
-    return logits[:, : nodes.shape[0]]
+    return jnp.moveaxis(jax.lax.map(one_node, nodes), 0, 1)  # [M, K, C] -> [K, M, C]
 
 
 def view(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:

@@ -267,14 +267,10 @@ def validation_logits(
 
 
 def neighbourhood_logits(ctx: EnvContext, params, key: jax.Array, nodes: jax.Array):
-    """[K, M, C]: the nodes' logits at every depth (evaluation, no dropout), on their sampled
-    `max_depth`-hop neighbourhoods a batch at a time (`subgraph.batched_logits`). A batch holds
-    as many nodes as the validation subgraph, so test nodes get M_t's share of the budgets."""
-    batch = int(ctx.graph.val_index.shape[0])
+    """[K, M, C]: the nodes' logits at every depth (evaluation, no dropout), each node on its
+    own sampled `max_depth`-hop neighbourhood (`subgraph.node_logits`)."""
     on_graph = functools.partial(ctx.backbone.on_graph, params, None)
-    return subgraph.batched_logits(
-        ctx.sampler, on_graph, ctx.graph, key, nodes, ctx.config.max_depth, batch
-    )
+    return subgraph.node_logits(ctx.sampler, on_graph, ctx.graph, key, nodes, ctx.config.max_depth)
 
 
 def validation_accuracy(ctx: EnvContext, val_logits: jax.Array, val_depths: jax.Array):

@@ -3,9 +3,10 @@
 The fit's device graph holds the split nodes alone, and the whole graph stays on the host
 (`graph/host.py`), so `Fit.predict` cannot run the backbone over a device copy of the graph.
 Instead an agent reads the states of the asked nodes from a device graph of their rows alone
-(`host.rows_graph`), and the backbone runs on their sampled neighbourhoods a batch at a time,
-exactly as the final evaluation measured the test nodes: with the evaluation's key, batch size
-and radius, `predict_logits(test nodes)` gives the logits behind the record's test score.
+(`host.rows_graph`), and the backbone runs on each node's own sampled neighbourhood, exactly as
+the final evaluation measured the test nodes: with the evaluation's key and radius,
+`predict_logits(test nodes)` gives the logits behind the record's test score, and a node's
+prediction does not depend on the other nodes asked.
 """
 
 from __future__ import annotations
@@ -29,25 +30,22 @@ def logits_fn(
     nodes: np.ndarray,
 ):
     """(params, evaluation key (`loop.evaluation_key`), depths [M]) -> [M, C], one seed: the
-    nodes' logits at their depths, each batch of nodes on its sampled `max_depth`-hop
-    neighbourhood.
+    nodes' logits at their depths, each node on its own sampled `max_depth`-hop neighbourhood.
 
     Args:
       config: the fit's config (budgets, fan-outs, depths).
       backbone: the fit's backbone (`on_graph` runs it on a subgraph).
-      g: the fit's split-node graph (`host.split_graph`): its store and its validation count,
-        which sizes the batches as in the final evaluation.
+      g: the fit's split-node graph (`host.split_graph`), holding the whole graph's store.
       nodes: [M] node ids of the whole graph.
     """
     store = host.with_split_nodes(g.host, np.asarray(nodes, np.int64))
     sampler = subgraph.Sampler(store, config)
-    batch = int(g.val_index.shape[0])
     local = jnp.arange(len(nodes), dtype=jnp.int32)
-    return functools.partial(_logits, config, backbone, g, sampler, batch, local)
+    return functools.partial(_logits, config, backbone, g, sampler, local)
 
 
-def _logits(config, backbone, g, sampler, batch, local, params, eval_key, depths):
+def _logits(config, backbone, g, sampler, local, params, eval_key, depths):
     key = jax.random.fold_in(eval_key, 1)  # the key `loop.evaluate` sampled the test nodes with
     on_graph = functools.partial(backbone.on_graph, params, None)
-    logits_all = subgraph.batched_logits(sampler, on_graph, g, key, local, config.max_depth, batch)
+    logits_all = subgraph.node_logits(sampler, on_graph, g, key, local, config.max_depth)
     return backbone_lib.depth_logits(backbone, logits_all, depths)
