@@ -146,6 +146,15 @@ def main(argv=None) -> int:
 
 def run(args) -> None:
     require_at_least_one(sizes=min(args.sizes), features=args.features, episodes=args.episodes)
+    if not 0 < args.degree < float("inf"):  # also refuses nan
+        raise ValueError(f"--degree must be a number > 0, got {args.degree}.")
+    try:
+        pathlib.Path(args.data_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(
+            f"--data-dir {args.data_dir} cannot be a folder of graphs ({err.strerror or err}): "
+            f"pass a folder you can write to."
+        ) from None
     out = pathlib.Path(args.out)
     # A folder, an unwritable place or (without --overwrite) an earlier result: refused now.
     checkpoint.check_writable_file(out, overwrite=args.overwrite)

@@ -203,7 +203,13 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("what", choices=["ablate", "results"])
-    p.add_argument("--backbones", nargs="+", default=["gcn", "decoupled"])
+    p.add_argument(
+        "--backbones",
+        nargs="+",
+        default=None,
+        choices=pg.config.BACKBONES,
+        help="results: the backbones to compare (gcn decoupled); ablate uses --backbone",
+    )
     p.add_argument("--headroom-json", default="docs/results/headroom.json")
     p.add_argument("--results-json", default="docs/results/adaptive_depth.json")
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
@@ -228,6 +234,9 @@ def main(argv=None) -> int:
 
 def run(args) -> None:
     """Refuses bad names and unwritable outputs before any sweep, then runs the command."""
+    if args.what == "ablate" and args.backbones is not None:  # it would be ignored
+        raise ValueError("ablate runs one backbone: pass --backbone NAME (--backbones is results')")
+    args.backbones = args.backbones or ["gcn", "decoupled"]
     for name in args.datasets:
         data.check_name(name)
     checkpoint.check_writable_dir(args.out)

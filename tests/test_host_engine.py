@@ -4,6 +4,7 @@ the whole graph's test scores where no neighbourhood is sampled, and hold device
 size does not grow with the graph."""
 
 import dataclasses
+import json
 import pathlib
 
 import jax
@@ -174,8 +175,9 @@ def test_a_saved_fit_refers_to_its_folder_of_arrays(sampled_fit, tmp_path):
     moved = folder.with_name("moved")
     folder.rename(moved)
     try:
-        with pytest.raises(pg.CheckpointError, match="put the folder back"):
+        with pytest.raises(pg.CheckpointError, match="put the folder back") as refused:
             pg.load(out)
+        assert "damaged" not in str(refused.value)  # one message, not one wrapped in another
     finally:
         moved.rename(folder)
 
@@ -186,6 +188,10 @@ def test_a_fit_whose_folder_of_arrays_changed_is_refused(tmp_path):
     cfg = config_lib.Config.tiny(engine="host", num_episodes=1, subgraph_nodes=600,
                                  subgraph_edges=3000)  # fmt: skip
     out = pg.fit(data.load_arrays(folder), cfg, seeds=1, progress=False).save(tmp_path / "fit")
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "num_classes": 9}))
+    with pytest.raises(pg.CheckpointError, match="meta.json says 9 classes, but this fit was"):
+        pg.load(out)
     data.write_csbm(folder, num_nodes=2000, num_features=8, seed=1, num_test=100, overwrite=True)
     with pytest.raises(pg.CheckpointError, match="changed since the fit was saved"):
         pg.load(out)

@@ -321,3 +321,34 @@ def test_loading_checking_and_hashing_a_mapped_graph_stays_within_twice_its_file
     growth = (peak - before) * 1024
     print(f"files {size / 2**20:.1f} MiB, peak resident growth {growth / 2**20:.1f} MiB")
     assert growth < 2 * size
+
+
+def test_a_folder_write_to_no_path_or_an_impossible_one_is_one_error(tmp_path, monkeypatch):
+    # Before: '' wrote the graph into the current folder; '/proc/g' raised a bare OSError.
+    monkeypatch.chdir(tmp_path)
+    small = dict(num_nodes=600, num_features=4, num_val=100, num_test=200)
+    with pytest.raises(data.InvalidDatasetError, match="got ''"):
+        data.write_csbm("", **small)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(data.DataError, match="cannot create /proc/g"):
+        data.write_csbm("/proc/g", **small)
+
+
+def test_an_npz_archive_named_npy_is_one_error(tmp_path):
+    folder = data.write_csbm(tmp_path / "g", num_nodes=600, num_features=4, num_val=100,
+                             num_test=200)  # fmt: skip
+    with open(folder / "features.npy", "wb") as f:  # an archive under the array's name
+        np.savez(f, x=np.zeros((600, 4), np.float32))
+    with pytest.raises(data.DataError, match="is an .npz archive, not one .npy array"):
+        data.load_arrays(folder)
+
+
+def test_a_built_in_name_means_the_built_in_dataset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data.write_csbm("cora", num_nodes=600, num_features=4, num_val=100, num_test=200)
+    assert data.check_name("CORA") == "cora"  # the Planetoid one, not the folder
+    assert not data.is_array_folder("cora")  # which load_dataset asks after lower-casing
+    assert data.check_name("./cora") == "./cora"
+    (tmp_path / "cora" / "meta.json").unlink()
+    with pytest.raises(data.DataError, match="has no meta.json"):
+        data.check_name("./cora")

@@ -181,6 +181,19 @@ def test_a_checkpoint_folder_of_another_process_count_is_refused(small_dataset, 
         (["--coordinator", "nohost", "--num-processes", "2", "--process-id", "0"], "HOST:PORT"),
         (["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"], "0..1"),
         (["--coordinator", "h:1", "--num-processes", "0", "--process-id", "0"], ">= 1"),
+        (
+            [
+                "--seeds",
+                "1",
+                "--coordinator",
+                "127.0.0.1:1",
+                "--num-processes",
+                "2",
+                "--process-id",
+                "0",
+            ],
+            "1 seeds cannot be shared by 2 processes",
+        ),  # fmt: skip
     ],
 )
 def test_wrong_process_flags_are_one_error(tmp_path, flags, message):

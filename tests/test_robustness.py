@@ -194,6 +194,16 @@ def test_a_missing_input_json_is_an_error_naming_it(tmp_path, capsys, adaptive_d
     assert "does not exist" in err and "repository root" in err
 
 
+def test_adaptive_depth_ablate_refuses_the_backbones_it_would_ignore(
+    tmp_path, capsys, adaptive_depth_module
+):
+    """Before: `ablate --backbones foo` ran (exit 0) on --backbone's default, ignoring it."""
+    argv = ["ablate", "--backbones", "gcn", "--out", str(tmp_path / "out")]
+    code = adaptive_depth_module.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ablate runs one backbone: pass --backbone")
+
+
 @pytest.mark.parametrize(
     "what, flag", [("results", "--results-json"), ("ablate", "--ablation-json")]
 )
@@ -233,6 +243,8 @@ def test_reproduce_headroom_refuses_an_unwritable_json_before_any_run(
         ("bench_scale", ["--sizes", "0"], "--sizes must be >= 1"),
         ("bench_scale", ["--sizes", "100"], "csbm splits need 1580 nodes"),
         ("bench_scale", ["--sizes", "2000", "--episodes", "0"], "--episodes must be >= 1"),
+        ("bench_scale", ["--sizes", "2000", "--degree", "nan"], "--degree must be a number > 0"),
+        ("bench_scale", ["--sizes", "2000", "--data-dir", "/proc/x"], "--data-dir /proc/x cannot"),
     ],
 )
 def test_benchmarks_refuse_bad_input_with_an_error_line(experiment, capsys, script, argv, message):

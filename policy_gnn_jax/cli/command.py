@@ -229,6 +229,11 @@ def _join_processes(args) -> None:
     """Joins the other processes of a run over several (the three flags, or a cluster
     launcher's environment); a run of one process does nothing here."""
     flags = (args.coordinator, args.num_processes, args.process_id)
+    if args.num_processes is not None and 0 < args.seeds < args.num_processes:  # before waiting
+        raise config_lib.ConfigError(
+            f"{args.seeds} seeds cannot be shared by {args.num_processes} processes: use at "
+            f"least {args.num_processes} seeds, or fewer processes."
+        )
     if any(f is not None for f in flags) or processes.launched_by_cluster():
         processes.connect(*flags)
 

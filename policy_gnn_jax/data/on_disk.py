@@ -139,6 +139,10 @@ def _prepare_folder(folder, overwrite) -> pathlib.Path:
     `overwrite`, the old `meta.json` goes first, so a rewrite cut short is never complete."""
     if not isinstance(overwrite, bool | np.bool_):
         raise InvalidDatasetError(f"overwrite must be True or False, got {overwrite!r}.")
+    if not isinstance(folder, str | os.PathLike) or not str(folder).strip():
+        raise InvalidDatasetError(
+            f"folder must be the path of a folder to write into, got {folder!r}."
+        )
     folder = pathlib.Path(folder)
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"{folder} is a file, not a folder: pass a folder to write into.")
@@ -148,7 +152,12 @@ def _prepare_folder(folder, overwrite) -> pathlib.Path:
             f"{folder} already holds {', '.join(present)}; nothing was replaced. Write into "
             f"another folder, or pass overwrite=True to replace them."
         )
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DataError(
+            f"cannot create {folder} ({err.strerror or err}): pass a folder you can write to."
+        ) from None
     (folder / META_FILE).unlink(missing_ok=True)
     return folder
 
@@ -314,11 +323,17 @@ def _read_meta(folder: pathlib.Path) -> dict:
 
 def _open(path: pathlib.Path, mmap: bool) -> np.ndarray:
     try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
         raise DataError(
             f"{path} is not a readable .npy file ({err}): write it again (np.save)."
         ) from err
+    if not isinstance(array, np.ndarray):  # np.load opens an .npz archive whatever its name
+        array.close()
+        raise DataError(
+            f"{path} is an .npz archive, not one .npy array: write the array with np.save."
+        )
+    return array
 
 
 def _check_shapes(folder: pathlib.Path, arrays: dict) -> None:

@@ -27,6 +27,8 @@ def check_name(name: str | os.PathLike) -> str:
     name = os.fspath(name)
     if is_array_folder(name):
         return name
+    if (pathlib.Path(name) / "features.npy").is_file():  # an array folder whose write never ended
+        load_arrays(name)  # says what is missing
     if is_npz_path(name):
         if pathlib.Path(name).is_dir():
             raise DataError(
@@ -50,7 +52,10 @@ def check_name(name: str | os.PathLike) -> str:
 
 
 def is_array_folder(name: str) -> bool:
-    """Whether `name` is a folder of `.npy` arrays (`on_disk.py`): one holding a meta.json."""
+    """Whether `name` is a folder of `.npy` arrays (`on_disk.py`): one holding a meta.json. A
+    built-in dataset's name always means the built-in one: pass `./cora` for a folder so named."""
+    if os.fspath(name).lower() in DATASET_NAMES:
+        return False
     return (pathlib.Path(name) / META_FILE).is_file()
 
 

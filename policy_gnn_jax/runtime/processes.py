@@ -98,6 +98,11 @@ def connect(
         )
     except (RuntimeError, ValueError) as err:
         detail = " ".join(str(err).split())[:300]
+        if "Failed to start RPC server" in detail:  # process 0 could not listen on the port
+            raise ProcessError(
+                f"process 0 could not listen at {coordinator} ({detail}): the port is probably "
+                f"in use; pick a free port for --coordinator and start every process with it."
+            ) from None
         launcher = [f"{v}={os.environ[v]}" for v in _LAUNCHER_COUNTS if os.environ.get(v)]
         where = coordinator or f"the address of the launcher's environment ({', '.join(launcher)})"
         raise ProcessError(

@@ -121,7 +121,12 @@ def dataset_bytes(ds: data.Dataset) -> bytes:
     buffer = io.BytesIO()
     f = ds.features
     if kept_in_its_folder(ds):
-        np.savez(buffer, array_folder=np.array(os.path.abspath(ds.source)), name=np.array(ds.name))
+        np.savez(
+            buffer,
+            array_folder=np.array(os.path.abspath(ds.source)),
+            name=np.array(ds.name),
+            num_classes=np.array(ds.num_classes),  # meta.json's, which the fingerprint omits
+        )
         return buffer.getvalue()
     if data.is_dense_features(f):
         features = dict(dense_values=np.asarray(f), shape=np.array(f.shape))
@@ -148,7 +153,7 @@ def dataset_bytes(ds: data.Dataset) -> bytes:
 def _dataset_from(blob: bytes) -> data.Dataset:
     with np.load(io.BytesIO(blob)) as z:
         if "array_folder" in z:
-            return _dataset_in_folder(str(z["array_folder"]), str(z["name"]))
+            return _dataset_in_folder(str(z["array_folder"]), str(z["name"]), int(z["num_classes"]))
         if "dense_values" in z:
             features = z["dense_values"]
         else:
@@ -170,14 +175,20 @@ def _dataset_from(blob: bytes) -> data.Dataset:
         )
 
 
-def _dataset_in_folder(folder: str, name: str) -> data.Dataset:
+def _dataset_in_folder(folder: str, name: str, num_classes: int) -> data.Dataset:
     try:
-        return data.load_arrays(folder, name=name)
+        ds = data.load_arrays(folder, name=name)
     except (data.DataError, ValueError, OSError) as err:
         raise CheckpointError(
             f"this fit's graph is the folder of arrays {folder}, which cannot be read now "
             f"({err}): put the folder back where it was, unchanged, and load again."
         ) from None
+    if ds.num_classes != num_classes:
+        raise CheckpointError(
+            f"{folder}/meta.json says {ds.num_classes} classes, but this fit was trained with "
+            f"{num_classes}: restore meta.json's num_classes ({num_classes})."
+        )
+    return ds
 
 
 def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, overwrite: bool):
@@ -258,6 +269,8 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
     record = checkpoint.read_json(folder / "results.json")
     try:
         ds = _dataset_from(blobs["dataset.npz"])
+    except CheckpointError:  # already names its file and fix (a folder of arrays)
+        raise
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
     if ds.fingerprint() != meta["dataset_fingerprint"] and kept_in_its_folder(ds):
