@@ -305,48 +305,31 @@ def node_logits(sampler: Sampler, on_graph, g, key, nodes, radius: int):
 
 def view(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
     """The padded subgraph as a `graph.Graph` the backbone runs on unchanged: its nodes' feature
-    rows (sparse rows where the graph keeps them, else dense rows), its edges and labels."""
+    rows (sparse rows where the graph keeps them, else dense rows), its edges and labels. Under
+    the host engine the rows came with the subgraph, and it has no labels (the loop reads the
+    split nodes' own)."""
     ids = sub.node_ids
     n = ids.shape[0]
-    if g.host is not None:  # the host engine: rows came with the subgraph
-        return _view_of_sent_rows(g, sub)
-    if g.feat_ell_idx.shape[1] > 0:  # sparse rows: their non-zeros, padded to the widest row
-        width = g.feat_ell_idx.shape[1]
-        features = jnp.zeros((n, 0), jnp.float32)
-        rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), width)
-        nonzeros = (rows, g.feat_ell_idx[ids].reshape(-1), g.feat_ell_val[ids].reshape(-1))
-    else:  # dense rows: a dense product (gcn.dropped_feature_matmul)
-        features, nonzeros = g.features[ids], None
-    return graph_lib.operator_graph(
-        features=features,
-        feature_nonzeros=nonzeros,
-        senders=sub.senders,
-        receivers=sub.receivers,
-        weights=sub.weights,
-        labels=g.labels[ids],
-        num_classes=g.num_classes,
-        feature_dim=g.num_features,
-    )
-
-
-def _view_of_sent_rows(g: graph_lib.Graph, sub: Padded) -> graph_lib.Graph:
-    """`view` where the subgraph brought its nodes' rows; no labels (the loop reads the split
-    nodes' own)."""
-    n = sub.node_ids.shape[0]
-    if sub.row_cols is not None:
-        width = sub.row_cols.shape[1]
-        features = jnp.zeros((n, 0), jnp.float32)
-        rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), width)
-        nonzeros = (rows, sub.row_cols.reshape(-1), sub.row_vals.reshape(-1))
+    if g.host is not None:
+        cols, vals, dense = sub.row_cols, sub.row_vals, sub.feature_rows
+        labels = jnp.full((n,), -1, jnp.int32)
+    elif g.feat_ell_idx.shape[1] > 0:
+        cols, vals, dense, labels = g.feat_ell_idx[ids], g.feat_ell_val[ids], None, g.labels[ids]
     else:
-        features, nonzeros = sub.feature_rows, None
+        cols, vals, dense, labels = None, None, g.features[ids], g.labels[ids]
+    if cols is not None:  # sparse rows: their non-zeros, padded to the widest row
+        features = jnp.zeros((n, 0), jnp.float32)
+        rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), cols.shape[1])
+        nonzeros = (rows, cols.reshape(-1), vals.reshape(-1))
+    else:  # dense rows: a dense product (gcn.dropped_feature_matmul)
+        features, nonzeros = dense, None
     return graph_lib.operator_graph(
         features=features,
         feature_nonzeros=nonzeros,
         senders=sub.senders,
         receivers=sub.receivers,
         weights=sub.weights,
-        labels=jnp.full((n,), -1, jnp.int32),
+        labels=labels,
         num_classes=g.num_classes,
         feature_dim=g.num_features,
     )
