@@ -295,13 +295,16 @@ def load_arrays(folder, name: str | None = None) -> Dataset:
         )
     arrays = {f: _open(folder / f, mmap=f in ARRAY_FILES[:2]) for f in ARRAY_FILES}
     _check_shapes(folder, arrays)
-    return from_arrays(
-        *arrays.values(),
-        name=meta.get("name", "custom") if name is None else name,
-        num_classes=meta["num_classes"],
-        edges_layout="2xE",
-        source=str(folder),
-    )
+    try:
+        return from_arrays(
+            *arrays.values(),
+            name=meta.get("name", "custom") if name is None else name,
+            num_classes=meta["num_classes"],
+            edges_layout="2xE",
+            source=str(folder),
+        )
+    except InvalidDatasetError as err:  # which folder: the values' checks do not know it
+        raise InvalidDatasetError(f"in {folder} (its .npy files and {META_FILE}): {err}") from None
 
 
 def _read_meta(folder: pathlib.Path) -> dict:
