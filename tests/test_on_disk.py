@@ -352,3 +352,14 @@ def test_a_built_in_name_means_the_built_in_dataset(tmp_path, monkeypatch):
     (tmp_path / "cora" / "meta.json").unlink()
     with pytest.raises(data.DataError, match="has no meta.json"):
         data.check_name("./cora")
+
+
+def test_a_value_refused_in_a_folder_names_the_folder(tmp_path):
+    folder = data.write_csbm(tmp_path / "g", num_nodes=600, num_features=4, num_val=100,
+                             num_test=200)  # fmt: skip
+    features = np.load(folder / "features.npy", mmap_mode="r+")
+    features[3, 1] = np.nan
+    features.flush()
+    del features
+    with pytest.raises(data.InvalidDatasetError, match=r"^in .*g \(its .npy files.*NaN or inf"):
+        data.load_arrays(folder)
