@@ -31,12 +31,21 @@ def _differences(a: dict, b: dict) -> set:
     return {k for k in a if k not in ENGINE_FIELDS and a[k] != b[k]}
 
 
-def test_unsampled_host_run_equals_the_subgraph_and_full_engines_on_cora(cora):
-    # Budgets that hold every neighbourhood: nothing is sampled, so the test nodes' batched
-    # neighbourhoods give the whole graph's logits (the subgraph engine's exactness) and the
-    # training repeats the subgraph engine's bits (sparse feature rows: Cora's).
+@pytest.fixture(scope="module")
+def cora_fits(cora):
+    """One seed on Cora under each engine, with budgets that hold every neighbourhood."""
     cfg = config_lib.Config.tiny(subgraph_nodes=4096, subgraph_edges=16384, fanouts=(0,))
-    records = _records(cora, cfg, ("subgraph", "host"), seeds=1)
+    return {
+        e: pg.fit(cora, dataclasses.replace(cfg, engine=e), seeds=1, progress=False)
+        for e in ("subgraph", "host")
+    }
+
+
+def test_unsampled_host_run_equals_the_subgraph_and_full_engines_on_cora(cora_fits):
+    # Nothing is sampled, so the test nodes' own neighbourhoods give the whole graph's logits
+    # (the subgraph engine's exactness) and the training repeats the subgraph engine's bits
+    # (sparse feature rows: Cora's).
+    records = {e: f.record for e, f in cora_fits.items()}
     assert records["host"]["engine"] == "host"
     assert _differences(records["subgraph"], records["host"]) == set()
 
@@ -45,7 +54,7 @@ def test_sampled_host_run_trains_as_the_subgraph_engine_on_dense_rows():
     ds = data.make_csbm(num_nodes=3000, num_features=24, avg_degree=8, seed=2, num_val=120,
                         num_test=200)  # fmt: skip
     cfg = config_lib.Config.tiny(subgraph_nodes=400, subgraph_edges=2400)
-    records = _records(ds, cfg, ("subgraph", "host"))
+    records = _records(ds, cfg, ("subgraph", "host"), seeds=1)
     sub, hosted = records["subgraph"], records["host"]
     # Every training curve and the snapshot chosen on validation are the subgraph engine's;
     # only the test scores may differ: the host engine measures test nodes on sampled
@@ -54,7 +63,7 @@ def test_sampled_host_run_trains_as_the_subgraph_engine_on_dense_rows():
     assert sub["val_accuracy"] == hosted["val_accuracy"]
     accuracy = np.asarray(hosted["test_accuracy"]["per_seed"])
     assert np.all((accuracy > 0.3) & (accuracy <= 1.0))  # 4 classes: chance is 0.25
-    again = _records(ds, cfg, ("host",))["host"]
+    again = _records(ds, cfg, ("host",), seeds=1)["host"]
     assert _differences(hosted, again) == set()
 
 
@@ -146,12 +155,8 @@ def test_a_nodes_prediction_does_not_depend_on_the_others_asked(sampled_fit):
     np.testing.assert_array_equal(together[:, [0, 7]], one)
 
 
-def test_predict_on_cora_equals_the_subgraph_engines_whole_graph_prediction(cora):
-    cfg = config_lib.Config.tiny(subgraph_nodes=4096, subgraph_edges=16384, fanouts=(0,))
-    fits = {
-        e: pg.fit(cora, dataclasses.replace(cfg, engine=e), seeds=1, progress=False)
-        for e in ("subgraph", "host")
-    }
+def test_predict_on_cora_equals_the_subgraph_engines_whole_graph_prediction(cora_fits):
+    fits = cora_fits
     nodes = np.array([5, 0, 2707, 5, 1200])  # any order, repeats, outside the splits
     np.testing.assert_array_equal(
         fits["host"].predict_depths(nodes), fits["subgraph"].predict_depths(nodes)
