@@ -349,6 +349,8 @@ def run(args) -> None:
     for flag in ("options_json", "results_json"):
         if pathlib.Path(getattr(args, flag)).suffix.lower() != ".json":  # the table is its .md
             raise pg.ConfigError(f"--{flag.replace('_', '-')} must name a .json file.")
+    for name in args.datasets:  # refused before any folder is made
+        _splits(args, name)
     for path in (args.options_json, args.results_json, args.figure):
         checkpoint.check_writable_file(path)  # merged into (the figure replaced)
     checkpoint.check_writable_dir(args.out)

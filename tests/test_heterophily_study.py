@@ -99,3 +99,11 @@ def test_options_needs_two_different_candidates(tmp_path):
     done = _study(tmp_path, "options", "--options", "plain", "plain")
     assert done.returncode == 2
     assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
+
+
+def test_too_many_splits_are_refused_before_any_folder_is_made(tmp_path):
+    """Before: the refusal came after the output folders were made, and left them empty."""
+    work = tmp_path / "new"
+    done = _study(work, "study", "--num-splits", "11")  # the last --num-splits wins
+    assert done.returncode == 2 and "--num-splits 11: texas has 10 splits" in done.stderr
+    assert not work.exists()
