@@ -295,8 +295,10 @@ class Fit:
         keys = None
         if self.eval_keys is not None:
             keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
-        depths_fn, g = self._depths_fn(), self._graph()
-        if g.host is not None:  # the states: a device graph of these nodes' rows alone
+        g = self._graph()
+        if g.host is None:
+            depths_fn = self._depths_fn()
+        else:  # the states: a device graph of these nodes' rows alone
             depths_fn = self._depths_fn(host.rows_graph(g.host, np.asarray(nodes), g))
             nodes = jnp.arange(nodes.shape[0], dtype=jnp.int32)
         return np.asarray(depths_fn(self.params, self.policy, keys, nodes))

@@ -95,12 +95,16 @@ class HostStore:
 
 
 def widest_row(features) -> int:
-    """The most non-zeros in one feature row (dense rows counted in chunks)."""
+    """The most non-zeros in one feature row. Dense rows are counted in chunks, and only until
+    one row is too wide for sparse rows to pay (`graph.sparse_rows_pay`): then the exact width
+    is never used, and a dense graph of 10^7 rows is not read through for it."""
     if sp.issparse(features):
         return int(np.diff(features.indptr).max(initial=0))
     widest, step = 0, max(1, 2**22 // max(features.shape[1], 1))
     for start in range(0, features.shape[0], step):
         widest = max(widest, int(np.count_nonzero(features[start : start + step], 1).max()))
+        if not graph_lib.sparse_rows_pay(widest, features.shape[1]):
+            break
     return widest
 
 

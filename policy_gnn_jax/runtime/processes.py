@@ -116,19 +116,19 @@ def _wait_for_coordinator(coordinator: str, timeout_s: float) -> None:
     ends in an abort (a C++ stack trace, status 134); this one is a loop of short connection
     attempts, so a signal stops it and a missing process 0 is one error line."""
     host, _, port = coordinator.rpartition(":")
-    deadline, told = time.monotonic() + timeout_s, False
+    start, told = time.monotonic(), False
     while True:
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=2):
                 return
         except OSError as err:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= start + timeout_s:
                 raise ProcessError(
                     f"no process 0 answered at {coordinator} in {timeout_s:g} s "
                     f"({err.strerror or err}): start process 0 (--process-id 0) with the same "
                     f"--coordinator, or check the address."
                 ) from None
-        if not told and time.monotonic() > deadline - timeout_s + 5:
+        if not told and time.monotonic() > start + 5:
             print(f"waiting for process 0 at {coordinator} ...", file=sys.stderr, flush=True)
             told = True
         time.sleep(0.5)

@@ -273,12 +273,12 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         raise
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
-    if ds.fingerprint() != meta["dataset_fingerprint"] and kept_in_its_folder(ds):
-        raise CheckpointError(
-            f"the folder of arrays {ds.source}, this fit's graph, changed since the fit was "
-            f"saved: restore the arrays it was trained on (or fit again)."
-        )
-    if ds.fingerprint() != meta["dataset_fingerprint"]:
+    if ds.fingerprint() != meta["dataset_fingerprint"]:  # hashed once: a whole graph's arrays
+        if kept_in_its_folder(ds):
+            raise CheckpointError(
+                f"the folder of arrays {ds.source}, this fit's graph, changed since the fit was "
+                f"saved: restore the arrays it was trained on (or fit again)."
+            )
         raise CheckpointError(f"{folder}/dataset.npz does not match fit.json: save again.")
     try:
         with np.load(io.BytesIO(blobs["snapshots.npz"])) as z:
