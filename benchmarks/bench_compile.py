@@ -122,7 +122,8 @@ def compile_time(num_nodes: int, lift: bool) -> float:
 
 
 def main(argv=None) -> int:
-    return exit_status(run, parse_args(argv), saves=False)
+    args = parse_args(argv)
+    return exit_status(run, args, saves=False, folders=[pathlib.Path(args.out).parent])
 
 
 def run(args) -> dict:

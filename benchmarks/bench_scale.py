@@ -141,7 +141,9 @@ def main(argv=None) -> int:
     if args.child is not None:
         print(json.dumps(measure(**json.loads(args.child))))
         return 0
-    return exit_status(run, args, saves=False)
+    return exit_status(
+        run, args, saves=False, folders=[pathlib.Path(args.out).parent, args.data_dir]
+    )
 
 
 def run(args) -> None:

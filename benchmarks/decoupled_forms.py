@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="docs/results/decoupled_forms.json")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
-    return exit_status(run, args, saves=False)
+    return exit_status(run, args, saves=False, folders=[pathlib.Path(args.out).parent])
 
 
 def run(args) -> None:

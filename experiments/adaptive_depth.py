@@ -229,7 +229,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.seeds is None:
         args.seeds = 5 if args.what == "ablate" else 10
-    return exit_status(run, args)
+    written = args.ablation_json if args.what == "ablate" else args.results_json
+    return exit_status(run, args, folders=[args.out, pathlib.Path(written).parent])
 
 
 def run(args) -> None:

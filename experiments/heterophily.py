@@ -379,7 +379,9 @@ def _check_merged(options: pathlib.Path, results: pathlib.Path) -> None:
 
 
 def main(argv=None) -> int:
-    return exit_status(run, parse_args(argv))
+    args = parse_args(argv)
+    written = (args.options_json, args.results_json, args.figure)
+    return exit_status(run, args, folders=[args.out, *(pathlib.Path(p).parent for p in written)])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import pathlib
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="docs/results/decoupled_tuning.json")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
-    return exit_status(run, args, saves=False)
+    return exit_status(run, args, saves=False, folders=[pathlib.Path(args.out).parent])
 
 
 def run(args) -> None:

@@ -141,6 +141,26 @@ def test_a_memory_mapped_array_of_another_dtype_is_refused(csbm, tmp_path):
         data.from_arrays(features, csbm.edges, **_csbm_arrays(csbm))
 
 
+@pytest.mark.parametrize(
+    "layout, said",
+    [
+        ("fortran", "in Fortran order"),
+        ("columns", "a strided view"),  # before: called Fortran order too
+    ],
+)
+def test_a_memory_map_not_in_row_order_is_refused_for_what_it_is(csbm, tmp_path, layout, said):
+    dense = csbm.features.toarray()
+    if layout == "fortran":
+        features = np.lib.format.open_memmap(
+            tmp_path / "x.npy", "w+", np.float32, dense.shape, fortran_order=True
+        )
+        features[:] = dense
+    else:
+        features = _mapped(tmp_path / "x.npy", np.concatenate([dense, dense], axis=1))[:, ::2]
+    with pytest.raises(ValueError, match=said):
+        data.from_arrays(features, csbm.edges, **_csbm_arrays(csbm))
+
+
 def test_memory_mapped_edges_to_repair_are_copied_and_the_warning_says_so(csbm, tmp_path):
     reversed_order = csbm.edges[:, ::-1].copy()
     edges = _mapped(tmp_path / "e.npy", reversed_order)
@@ -238,8 +258,13 @@ def test_the_same_arguments_write_the_same_files_whatever_the_chunk(written, tmp
 def test_a_written_folder_is_not_overwritten_unless_asked(written, tmp_path):
     folder = data.write_csbm(tmp_path / "g", num_nodes=1600, num_features=4)
     before = (folder / "features.npy").read_bytes()
-    with pytest.raises(FileExistsError, match="overwrite=True"):
+    # One of the data layer's errors (a ValueError, as every refused input), still a
+    # FileExistsError for callers that caught that.
+    with pytest.raises(data.InvalidDatasetError, match="overwrite=True") as refused:
         data.write_csbm(folder, num_nodes=1600, num_features=4, seed=1)
+    assert isinstance(refused.value, FileExistsError)
+    with pytest.raises(data.InvalidDatasetError, match="is a file, not a folder"):
+        data.write_csbm(folder / "meta.json", num_nodes=1600, num_features=4)
     assert (folder / "features.npy").read_bytes() == before
     data.write_csbm(folder, num_nodes=1600, num_features=4, seed=1, overwrite=True)
     assert (folder / "features.npy").read_bytes() != before
@@ -363,3 +388,15 @@ def test_a_value_refused_in_a_folder_names_the_folder(tmp_path):
     del features
     with pytest.raises(data.InvalidDatasetError, match=r"^in .*g \(its .npy files.*NaN or inf"):
         data.load_arrays(folder)
+
+
+def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    # Before: the features' temporary file (the largest file) stayed behind, hidden.
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(data.on_disk, "_edge_keys", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        data.write_csbm(tmp_path / "g", num_nodes=600, num_features=4, num_val=100,
+                        num_test=200)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []  # nor the folder it made

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -53,25 +54,53 @@ def guarded():
         runner.clear_stop()
 
 
-def exit_status(command, *args, saves: bool = True) -> int:
+def exit_status(command, *args, saves: bool = True, folders=()) -> int:
     """Runs `command(*args)` for a script's `main`: 0, or 2 after one `error:` line when the
     input is bad (the policy-gnn command's convention), 130 / 143 after one line for a Ctrl-C /
-    SIGTERM. `saves`: whether the script keeps runs it finished (the message says so)."""
+    SIGTERM. `saves`: whether the script keeps runs it finished (the message says so).
+    `folders`: the folders the script writes into; those it makes and leaves empty on the way
+    out of a failed run are removed."""
+    made = _absent_folders(folders)
     with guarded():
         try:
             check_xla_flags()
             command(*args)
         except INPUT_ERRORS as err:
             print(f"error: {err}", file=sys.stderr)
-            return 2
+            return _remove_empty(made, 2)
         except MemoryError:
             print("error: out of host memory: run something smaller.", file=sys.stderr)
-            return 2
+            return _remove_empty(made, 2)
         except KeyboardInterrupt as stop:
             kept = "; runs saved before it are kept and reused" if saves else ""
             print(f"error: interrupted{kept}.", file=sys.stderr)
-            return 143 if isinstance(stop, Terminated) else 130
+            return _remove_empty(made, 143 if isinstance(stop, Terminated) else 130)
     return 0
+
+
+def _absent_folders(folders) -> list[pathlib.Path]:
+    """Each of `folders` and its parents that does not exist yet, the deepest first."""
+    absent = set()
+    for folder in folders:
+        path = pathlib.Path(folder).absolute()
+        while not path.exists() and path != path.parent:
+            absent.add(path)
+            path = path.parent
+    return sorted(absent, key=lambda p: len(p.parts), reverse=True)
+
+
+def _remove_empty(made: list[pathlib.Path], code: int) -> int:
+    """Removes the folders of `made` that hold no file (with their empty sub-folders: all of
+    them this run's own), the deepest first; returns `code`."""
+    for folder in made:
+        if not folder.is_dir():
+            continue
+        for inner, _, _ in sorted(os.walk(folder), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(inner)  # refuses (OSError) where anything was written
+            except OSError:
+                pass
+    return code
 
 
 def finish(code: int) -> None:

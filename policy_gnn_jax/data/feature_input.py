@@ -63,7 +63,7 @@ def _mapped_features(features: np.memmap) -> np.memmap:
     if features.ndim != 2 or not features.flags.c_contiguous:
         _fail(
             f"memory-mapped features must be a C-order [N, F] array, got shape {features.shape}"
-            f"{'' if features.flags.c_contiguous else ' in Fortran order'}.",
+            f"{_layout(features)}.",
             "Write them as one row per node, in C order.",
         )
     if features.shape[0] < 1:
@@ -71,6 +71,16 @@ def _mapped_features(features: np.memmap) -> np.memmap:
     if not all_finite(features):
         _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
     return features
+
+
+def _layout(array: np.ndarray) -> str:
+    """How a non-C-order array is laid out, for the refusal: whole in Fortran order, or a
+    strided view (a slice of columns or rows) of a larger map."""
+    if array.flags.c_contiguous:
+        return ""
+    if array.flags.f_contiguous:
+        return " in Fortran order"
+    return " that is a strided view (a slice) of a larger map"
 
 
 def _upcast_small_floats(array: np.ndarray) -> np.ndarray:

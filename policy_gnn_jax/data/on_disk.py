@@ -35,6 +35,13 @@ ARRAY_FILES = (
     "test_index.npy",
 )
 META_FILE = "meta.json"
+
+
+class FolderExistsError(InvalidDatasetError, FileExistsError):
+    """`write_csbm` was given a folder that holds an earlier write, or a file. A ValueError like
+    every refused input, and a FileExistsError for callers that catch that."""
+
+
 # Edge draws made at once: their temporaries stay near 100 MB however large the graph.
 EDGE_DRAWS = 2**22
 
@@ -100,8 +107,16 @@ def write_csbm(
         num_val=int(num_val),
         num_test=int(num_test),
     )
+    created = not pathlib.Path(folder).exists() if isinstance(folder, str | os.PathLike) else False
     folder = _prepare_folder(folder, overwrite)
-    num_edges = _write_arrays(folder, rows_per_chunk, **arguments)
+    try:
+        num_edges = _write_arrays(folder, rows_per_chunk, **arguments)
+    except BaseException:  # an interrupt too: no hidden temporary file of gigabytes is left
+        for name in ARRAY_FILES:
+            _partial(folder, name).unlink(missing_ok=True)
+        if created and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
     meta = dict(name="csbm", num_classes=int(num_classes), num_edges=num_edges)
     _write_meta(folder, {**meta, "generator": "write_csbm", "arguments": arguments})
     return folder
@@ -145,10 +160,10 @@ def _prepare_folder(folder, overwrite) -> pathlib.Path:
         )
     folder = pathlib.Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise FileExistsError(f"{folder} is a file, not a folder: pass a folder to write into.")
+        raise FolderExistsError(f"{folder} is a file, not a folder: pass a folder to write into.")
     present = [name for name in (*ARRAY_FILES, META_FILE) if (folder / name).exists()]
     if present and not overwrite:
-        raise FileExistsError(
+        raise FolderExistsError(
             f"{folder} already holds {', '.join(present)}; nothing was replaced. Write into "
             f"another folder, or pass overwrite=True to replace them."
         )
