@@ -118,6 +118,10 @@ def test_a_set_replacing_either_end_of_depths_is_said(capsys):
         (["--dataset", "cora", "--csbm-nodes", "5"], "--csbm-nodes is not used by --dataset cora"),
         (["--checkpoint-every", "2"], "--checkpoint-every is not used without --checkpoint-dir"),
         (["--dataset", "csbm", "--data-dir", "/tmp"], "--data-dir is not used by --dataset csbm"),
+        # The same flags at their default values: given, so still said (before: silent).
+        (["--dataset", "cora", "--csbm-nodes", "3000"], "--csbm-nodes is not used by --dataset"),
+        (["--dataset", "planted", "--csbm-degree", "5"], "--csbm-degree is not used by --data"),
+        (["--checkpoint-every", "5"], "--checkpoint-every is not used without --checkpoint-dir"),
     ],
 )
 def test_data_flags_that_are_not_used_are_said(capsys, argv, flag):

@@ -165,16 +165,31 @@ _FIELD_FLAGS = {
 }
 
 
+class _StoreGiven(argparse.Action):
+    """`store`, and the flag's field noted in `args.given`: a flag given at its default value
+    is still given, and is warned about where it is not used."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = frozenset(getattr(namespace, "given", frozenset()) | {self.dest})
+
+
+def was_given(args, field: str) -> bool:
+    return field in getattr(args, "given", frozenset())
+
+
 def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
     """Flags kept working but not shown: one Config field each (`--set` does the same), the
     generated graphs' parameters and the checkpoint period."""
     hidden = argparse.SUPPRESS
     for flag, options in _FIELD_FLAGS.items():
         p.add_argument(f"--{flag}", default=None, help=hidden, **options)
+    p.set_defaults(given=frozenset())
     for field, default in GENERATOR_DEFAULTS.items():
         p.add_argument("--" + field.replace("_", "-"), type=type(default), default=default,
-                       help=hidden)  # fmt: skip
-    p.add_argument("--checkpoint-every", type=int, default=CHECKPOINT_EVERY, help=hidden)
+                       action=_StoreGiven, help=hidden)  # fmt: skip
+    p.add_argument("--checkpoint-every", type=int, default=CHECKPOINT_EVERY, action=_StoreGiven,
+                   help=hidden)  # fmt: skip
     # Several processes (docs/scale.md): all three, or none under a cluster launcher.
     p.add_argument("--coordinator", default=None, metavar="HOST:PORT", help=hidden)
     p.add_argument("--num-processes", type=int, default=None, help=hidden)
@@ -263,7 +278,7 @@ def warn_unused_flags(args) -> None:
         _warn(f"--set {field} is not used by --method {args.method}.")
     for flag in _unused_data_flags(args):
         _warn(f"{flag} is not used by --dataset {args.dataset}.")
-    if args.checkpoint_every != CHECKPOINT_EVERY and not args.checkpoint_dir:
+    if was_given(args, "checkpoint_every") and not args.checkpoint_dir:
         _warn("--checkpoint-every is not used without --checkpoint-dir.")
 
 
@@ -273,8 +288,8 @@ def _unused_data_flags(args) -> list[str]:
     if args.split is not None and not has_splits(args):
         unused.append("--split")
     generated = {"csbm": set(GENERATOR_DEFAULTS), "planted": {"csbm_seed"}}.get(name, set())
-    for field, default in GENERATOR_DEFAULTS.items():
-        if getattr(args, field) != default and field not in generated:
+    for field in GENERATOR_DEFAULTS:
+        if was_given(args, field) and field not in generated:
             unused.append("--" + field.replace("_", "-"))
     if args.data_dir is not None and name in ("csbm", "planted"):
         unused.append("--data-dir")
