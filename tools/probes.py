@@ -26,6 +26,20 @@ CSBM = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1"]
 QUICK = ["--episodes", "1", "--steps-per-episode", "2", "--buffer-size", "16"]
 OUT = ["--out", "{tmp}/out"]
 ARXIV = ["--dataset", "ogbn-arxiv", "--no-download", "--data-dir"]
+# experiments/heterophily.py with every file it writes below {tmp}, never in docs/results.
+HET = [
+    "--datasets",
+    "texas",
+    "--out",
+    "{tmp}/het",
+    "--options-json",
+    "{tmp}/het/o.json",
+    "--results-json",
+    "{tmp}/het/r.json",
+    "--figure",
+    "{tmp}/het/f.png",
+    "--num-splits",
+]
 
 CLI_PROBES = [
     ("unknown dataset name", ["@cli", "--dataset", "coraa", *OUT]),
@@ -176,6 +190,12 @@ CLI_PROBES = [
     ("--set no such field", ["@cli", *CSBM, "--set", "hiden=16", *OUT]),
     ("--set without a value", ["@cli", *CSBM, "--set", "hidden", *OUT]),
     ("--csbm-seed -1", ["@cli", *CSBM, "--csbm-seed", "-1", *OUT]),
+    ("a folder of arrays without meta.json", ["@cli", "--dataset", "{no_meta}", *OUT]),
+    ("--engine host with --audit", ["@cli", *CSBM, "--engine", "host", "--audit", *OUT]),
+    (
+        "--engine host with the walk",
+        ["@cli", *CSBM, "--engine", "host", "--transition", "walk", *OUT],
+    ),
     (
         "--csbm-nodes 1000000000 (host memory)",
         ["@cli", "--dataset", "csbm", "--csbm-nodes", "1000000000", *OUT],
@@ -242,6 +262,20 @@ SCRIPT_PROBES = [
     ("bench_scale: graph below its splits", ["@bench_scale", "--sizes", "100"]),
     ("decoupled_forms: --seeds 0", ["@decoupled_forms", "--seeds", "0"]),
     ("tune_decoupled: unknown dataset", ["@tune_decoupled", "--datasets", "x"]),
+    ("heterophily: more splits than texas has", ["@heterophily", "study", *HET, "11"]),
+    (
+        "heterophily: --results-json not .json",
+        ["@heterophily", "study", *HET, "1", "--results-json", "{tmp}/het/r.txt"],
+    ),
+    (
+        "heterophily: options among one",
+        ["@heterophily", "options", *HET, "1", "--options", "ego", "ego"],
+    ),
+    (
+        "heterophily: --results-json not its own",
+        ["@heterophily", "study", *HET, "1", "--results-json", "{not_ours_json}"],
+    ),
+    ("bench_scale: --degree nan", ["@bench_scale", "--sizes", "2000", "--degree", "nan"]),
 ]
 
 
@@ -281,9 +315,13 @@ def prepare(tmp: pathlib.Path, data_dir: str) -> dict[str, str]:
     for name in os.listdir(data_dir):
         if name.startswith("ind.cora.") and not name.endswith(".graph"):
             shutil.copy(pathlib.Path(data_dir, name), partial / name)
+    not_ours_json, no_meta = tmp / "not_ours.json", tmp / "no_meta"
+    not_ours_json.write_text("[1, 2]")
+    no_meta.mkdir(exist_ok=True)
+    (no_meta / "labels.npy").write_bytes(b"")
     names = ("tmp", "corrupt", "truncated", "empty", "a_file", "bad_results", "not_zip",
              "partial_zip", "ckpt_other", "damaged", "has_result", "user_folder",
-             "partial")  # fmt: skip
+             "partial", "not_ours_json", "no_meta")  # fmt: skip
     where = locals()
     paths = {name: str(where[name]) for name in names}
     return {**paths, "data_dir": str(data_dir)}
