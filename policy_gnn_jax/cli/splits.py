@@ -61,8 +61,10 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
         record = _reusable(folder, ds, prepared, method, args)
         if record is None:
             outputs.check_no_result(folder, args.overwrite, "--overwrite")  # before training
-            _drop_summary(out)  # it no longer describes the split folders
             fitted = fit(ds)
+            # Once a split is replaced, what `out` held no longer describes the split folders;
+            # a split that failed (diverged, refused, interrupted) replaced nothing.
+            _drop_summary(out)
             fitted.save(folder, overwrite=args.overwrite)
             record = fitted.record
         else:
