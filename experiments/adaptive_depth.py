@@ -24,7 +24,7 @@ from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
 from policy_gnn_jax.contrib.reproduction.runs import run_or_load
-from policy_gnn_jax.runtime import checkpoint, outputs
+from policy_gnn_jax.runtime import checkpoint, outputs, records
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -70,7 +70,9 @@ def ablate(args) -> None:
         print(f"{name}: chosen on validation {chosen}")
     path = pathlib.Path(args.ablation_json)
     merged = checkpoint.read_json(path) if path.exists() else {}
-    merged.update({f"{n}/{args.backbone}": s for n, s in summary.items()})
+    new = {f"{n}/{args.backbone}": s for n, s in summary.items()}
+    records.check_replaced_entries(merged, new, path, args.overwrite)
+    merged.update(new)
     checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
 
 
@@ -83,6 +85,25 @@ def _entry(name, backbone, method, record_or_row, depth=None) -> dict:
     if "wall_time_s" in record_or_row:  # a run, not a headroom row
         entry["seed_mode"] = record_or_row.get("seed_mode", "vmap")
     return entry
+
+
+def merged_records(old: dict, entries: list, missing: list, path, args) -> dict:
+    """The results file with this run's records for its datasets and backbones; the records of
+    others are kept, and this run's pairs replace theirs only if the same or --overwrite."""
+    ran = {(d, b) for d in args.datasets for b in args.backbones}
+    kept = [e for e in old.get("records", []) if (e.get("dataset"), e.get("backbone")) not in ran]
+    by_pair = {f"{d}/{b}": [] for d, b in sorted(ran)}
+    old_by_pair = {key: [] for key in by_pair}
+    for e in entries:
+        by_pair[f"{e['dataset']}/{e['backbone']}"].append(e)
+    for e in old.get("records", []):
+        old_by_pair.get(f"{e.get('dataset')}/{e.get('backbone')}", []).append(e)
+    old_by_pair = {key: rows for key, rows in old_by_pair.items() if rows}
+    records.check_replaced_entries(old_by_pair, by_pair, path, args.overwrite)
+    ran_missing = tuple(f"{d}/{b}" for d, b in ran)
+    kept_missing = [m for m in old.get("missing", []) if not m.startswith(ran_missing)]
+    note = "switches chosen per dataset on validation, decoupled backbone (plus_ablation.json)"
+    return {"records": kept + entries, "missing": kept_missing + missing, "plus_switches": note}
 
 
 def _mismatch(record, backbone: str, seeds: int) -> str | None:
@@ -142,9 +163,11 @@ def results(args) -> None:
             entries.append(_entry(name, backbone, "policy-gnn-plus", record))
             if backbone == "decoupled":
                 depth_figure(name, ds, record, out / f"{name}_plus_depths.png")
-    note = "switches chosen per dataset on validation, decoupled backbone (plus_ablation.json)"
-    payload = {"records": entries, "missing": missing, "plus_switches": note}
-    checkpoint.atomic_write_text(pathlib.Path(args.results_json), json.dumps(payload, indent=2))
+    path = pathlib.Path(args.results_json)
+    payload = merged_records(
+        checkpoint.read_json(path) if path.exists() else {}, entries, missing, path, args
+    )
+    checkpoint.atomic_write_text(path, json.dumps(payload, indent=2))
     for e in entries:
         t = e["test_accuracy"]
         depth = f" depth {e['depth']}" if "depth" in e else ""

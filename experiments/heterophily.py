@@ -121,7 +121,7 @@ def choose_options(args) -> None:
         chosen[name] = {"chosen_by_val": best, "options": OPTIONS[best], "scores": scores,
                         "seeds": args.seeds, "max_depth": args.max_depth}  # fmt: skip
         print(f"{name}: chosen on validation: {best}", flush=True)
-    _merge_json(pathlib.Path(args.options_json), chosen)
+    _merge_json(pathlib.Path(args.options_json), chosen, args.overwrite)
 
 
 def study(args) -> None:
@@ -151,7 +151,7 @@ def study(args) -> None:
                          "rows": {key: _over_splits(v) for key, v in rows.items()}}  # fmt: skip
         depth_points[name] = np.concatenate(points) if points else np.zeros((0, 3))
     results = pathlib.Path(args.results_json)
-    merged = _merge_json(results, summary, extra={"datasets": summary})
+    merged = _merge_json(results, summary, args.overwrite, extra={"datasets": summary})
     # The table and the figure show every dataset the files hold, not only this run's.
     _write_table(results.with_suffix(".md"), merged["datasets"])
     figures.depths_by_structure(_merge_points(results, depth_points), pathlib.Path(args.figure))
@@ -268,10 +268,14 @@ def _read_json(path: pathlib.Path) -> dict:
     return checkpoint.read_json(path) if path.exists() else {}
 
 
-def _merge_json(path: pathlib.Path, entries: dict, extra: dict | None = None) -> dict:
+def _merge_json(path: pathlib.Path, entries: dict, overwrite: bool, extra: dict | None = None
+                ) -> dict:  # fmt: skip
     """Adds `entries` to the file (under "datasets" with `extra`), keeping every other entry;
-    returns what the file now holds."""
+    one it holds already is replaced only if the same or `overwrite`. Returns what the file now
+    holds."""
     merged = _read_json(path)
+    old = merged.get("datasets", {}) if extra is not None else merged
+    records.check_replaced_entries(old, entries, path, overwrite)
     if extra is not None:
         old = merged.get("datasets", {})
         # Seeds and depths are each dataset's own: a run over some datasets would mislabel the
@@ -329,7 +333,9 @@ def parse_args(argv):
     p.add_argument("--results-json", default="docs/results/heterophily.json")
     p.add_argument("--figure", default="docs/figures/heterophily_depths.png")
     p.add_argument(
-        "--overwrite", action="store_true", help="replace a saved policy run that differs"
+        "--overwrite",
+        action="store_true",
+        help="replace a saved policy run, or a dataset's entry in the JSON files, that differs",
     )
     return p.parse_args(argv)
 

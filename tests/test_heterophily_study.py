@@ -89,7 +89,8 @@ def test_a_study_of_other_datasets_keeps_the_earlier_ones_in_the_table(studied):
 
 def test_options_chosen_at_another_depth_range_are_said(studied):
     """Before: options chosen at max-depth 1 were used at max-depth 2 without a word."""
-    done = _study(studied, "study", "--max-depth", "2", *NO_POLICIES)
+    other = str(studied / "other.json")  # the same file's texas entry is not replaced
+    done = _study(studied, "study", "--max-depth", "2", *NO_POLICIES, "--results-json", other)
     assert done.returncode == 0, done.stderr
     assert "texas's options were chosen with max_depth 1" in done.stderr
 
@@ -124,3 +125,17 @@ def test_a_refusal_after_the_folders_were_made_leaves_none_of_them(tmp_path, fau
     assert not work.exists()
     if fault != "data not found":
         assert (tmp_path / "theirs.json").read_text() == "[1, 2]"
+
+
+@pytest.mark.parametrize("what", ["study", "options"])
+def test_a_different_run_does_not_replace_a_datasets_entry_unasked(studied, what):
+    """Before: a smoke run (one seed) replaced the entry of the ten-split study in the JSON
+    files, with exit 0 and no word."""
+    name = "results.json" if what == "study" else "options.json"
+    before = (studied / name).read_bytes()
+    extra = ("--seeds", "2", *NO_POLICIES) if what == "study" else ("--options", "plain", "norm")
+    done = _study(studied, what, *extra)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "already holds texas from another run" in last and "--overwrite" in last
+    assert (studied / name).read_bytes() == before

@@ -41,6 +41,23 @@ def mean_std(values, per: str = "per_seed") -> dict:
     }
 
 
+def check_replaced_entries(old: dict, new: dict, path, overwrite: bool) -> None:
+    """A results file that runs merge into (one entry per dataset, say) keeps every entry: one
+    that a new run would replace by a different one is refused unless `overwrite`."""
+    changed = [key for key in new if key in old and _as_json(old[key]) != _as_json(new[key])]
+    if changed and not overwrite:
+        raise checkpoint.CheckpointError(
+            f"{path} already holds {', '.join(map(str, changed))} from another run, which this "
+            f"one would replace; nothing was written. Pass --overwrite to replace "
+            f"{'it' if len(changed) == 1 else 'them'}, or name another file (runs already "
+            f"saved are reused: the same command with --overwrite does not train them again)."
+        )
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value))
+
+
 def build(
     ds,
     config,

@@ -169,11 +169,14 @@ def headroom(args) -> None:
     )
     lines += [f"- {name} skipped: {reason}" for name, reason in skipped.items()]
     text = "\n".join(lines) + "\n"
-    checkpoint.atomic_write_text(out / "headroom.md", text)
-    checkpoint.atomic_write_text(out / "headroom.json", json.dumps(analyses, indent=2))
     merged_path = pathlib.Path(args.headroom_json)
     merged = checkpoint.read_json(merged_path) if merged_path.exists() else {}
+    records.check_replaced_entries(  # before anything is written
+        merged.get(args.backbone, {}), analyses, merged_path, args.overwrite
+    )
     merged[args.backbone] = {**merged.get(args.backbone, {}), **analyses}
+    checkpoint.atomic_write_text(out / "headroom.md", text)
+    checkpoint.atomic_write_text(out / "headroom.json", json.dumps(analyses, indent=2))
     checkpoint.atomic_write_text(merged_path, json.dumps(merged, indent=2))
     print(text)
 

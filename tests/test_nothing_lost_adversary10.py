@@ -1,0 +1,65 @@
+"""Findings of the twelfth adversarial pass (a failed --splits --overwrite, the studies' merged
+results files, paths and values that meant something else, full disks): each a test that failed
+before its fix."""
+
+import argparse
+import json
+
+import pytest
+from conftest import _experiment
+from test_heterophily import HETEROPHILY_DIR, _need
+
+import policy_gnn_jax as pg
+from policy_gnn_jax import cli
+from policy_gnn_jax.runtime import records
+
+TEXAS = ["--dataset", "texas", "--data-dir", str(HETEROPHILY_DIR), "--method", "gcn", "--seeds",
+         "1", "--no-progress", "--epochs", "2"]  # fmt: skip
+
+
+def test_a_failed_sweep_over_a_single_fit_keeps_that_fit(tmp_path):
+    """Before: --splits --overwrite removed the single fit before training, and a split that
+    diverged left the folder empty."""
+    _need("texas.npz")
+    out = str(tmp_path / "o")
+    assert cli.main([*TEXAS, "--out", out]) == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "o").iterdir() if p.is_file()}
+    diverged = [*TEXAS, "--splits", "0-1", "--overwrite", "--gcn-lr", "1e30", "--out", out]
+    assert cli.main(diverged) == 2
+    after = {p.name: p.read_bytes() for p in (tmp_path / "o").iterdir() if p.is_file()}
+    assert after == before
+    assert json.loads(before["results.json"])["config"]["epochs"] == 2
+
+
+def test_a_merged_entry_is_replaced_only_by_the_same_or_when_asked(tmp_path):
+    old = {"texas": {"seeds": 3, "rows": [0.85, (1, 2)]}, "actor": {"seeds": 3}}
+    same = {"texas": {"seeds": 3, "rows": [0.85, [1, 2]]}, "cornell": {"seeds": 1}}
+    records.check_replaced_entries(old, same, "r.json", overwrite=False)  # as JSON: the same
+    other = {"texas": {"seeds": 1, "rows": [0.9]}}
+    with pytest.raises(pg.CheckpointError, match="r.json already holds texas from another run"):
+        records.check_replaced_entries(old, other, "r.json", overwrite=False)
+    records.check_replaced_entries(old, other, "r.json", overwrite=True)
+
+
+def _row(dataset, backbone, method, test):
+    return {"dataset": dataset, "backbone": backbone, "method": method, "test_accuracy": test}
+
+
+def test_adaptive_depth_results_keep_the_other_datasets_records(tmp_path):
+    """Before: `results --datasets cora --backbones decoupled` rewrote the whole file, from 20
+    records to 3."""
+    script = _experiment("adaptive_depth")
+    old = {"records": [_row("cora", "gcn", "random", 0.78), _row("cora", "decoupled", "random",
+                       0.80), _row("citeseer", "gcn", "random", 0.65)],
+           "missing": ["citeseer/decoupled: no headroom analysis"]}  # fmt: skip
+    args = argparse.Namespace(datasets=["cora"], backbones=["decoupled"], overwrite=False)
+    new = [_row("cora", "decoupled", "random", 0.80)]
+    merged = script.merged_records(old, new, [], tmp_path / "a.json", args)
+    assert sorted(merged["records"], key=str) == sorted(old["records"], key=str)
+    assert merged["missing"] == old["missing"]
+    other = [_row("cora", "decoupled", "random", 0.70)]
+    with pytest.raises(pg.CheckpointError, match="cora/decoupled from another run"):
+        script.merged_records(old, other, [], tmp_path / "a.json", args)
+    args.overwrite = True
+    merged = script.merged_records(old, other, [], tmp_path / "a.json", args)
+    assert len(merged["records"]) == 3 and other[0] in merged["records"]
