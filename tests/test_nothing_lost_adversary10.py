@@ -63,3 +63,24 @@ def test_adaptive_depth_results_keep_the_other_datasets_records(tmp_path):
     args.overwrite = True
     merged = script.merged_records(old, other, [], tmp_path / "a.json", args)
     assert len(merged["records"]) == 3 and other[0] in merged["records"]
+
+
+def test_a_file_path_with_a_data_dir_is_refused_not_read_from_elsewhere(tmp_path, monkeypatch):
+    """Before: load_dataset('graph.npz', data_dir=D) read ./graph.npz and ignored D."""
+    _need("texas.npz")
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "graph.npz").write_bytes((HETEROPHILY_DIR / "texas.npz").read_bytes())
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(pg.DataError, match="graph.npz is a file.*takes no data_dir"):
+        pg.load_dataset("graph.npz", data_dir=str(tmp_path / "elsewhere"))
+    assert pg.load_dataset("graph.npz").num_nodes == 183
+
+
+def test_a_folder_of_arrays_named_like_an_npz_file_runs(tmp_path):
+    """Before: "... takes no split (it takes: none)", though no split was given."""
+    folder = pg.data.write_csbm(tmp_path / "graph.npz", num_nodes=1600, num_features=4)
+    out = str(tmp_path / "o")
+    argv = ["--dataset", str(folder), "--method", "gcn", "--epochs", "2", "--seeds", "1",
+            "--no-progress", "--out", out]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["dataset"] == "csbm"

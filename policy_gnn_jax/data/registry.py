@@ -85,6 +85,11 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
         raise DataError(
             f"{name} is generated, not read: it takes no data_dir (got {str(data_dir)!r})."
         )
+    if is_npz_path(name) and data_dir is not None:  # it would be read from its own path
+        raise DataError(
+            f"{name} is a file: it takes no data_dir (got {str(data_dir)!r}). Pass the file's "
+            f"path alone, or a benchmark's name with data_dir."
+        )
     if is_array_folder(name):
         if data_dir is not None:
             raise DataError(f"{name} is a folder of arrays: it takes no data_dir.")
