@@ -84,3 +84,11 @@ def test_a_folder_of_arrays_named_like_an_npz_file_runs(tmp_path):
             "--no-progress", "--out", out]  # fmt: skip
     assert cli.main(argv) == 0
     assert json.loads((tmp_path / "o" / "results.json").read_text())["dataset"] == "csbm"
+
+
+@pytest.mark.parametrize("field", ["gcn_lr", "q_lr", "weight_decay", "teleport", "dropout"])
+def test_a_value_float32_rounds_to_zero_is_refused(field):
+    """Before: gcn_lr=1e-50 passed "> 0" and trained with a learning rate of 0."""
+    with pytest.raises(pg.ConfigError, match=f"{field} is 1e-50, which float32 .* rounds to 0"):
+        pg.Config(**{field: 1e-50})
+    pg.Config(**{field: 1e-30})  # small, and still itself in float32

@@ -34,6 +34,7 @@ class ConfigError(ValueError):
 
 INT32_MAX = 2**31 - 1
 FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32
 # What each field annotation asks for, in words (the errors and `--set` say it).
 WANTED = {
     "int": "a whole number",
@@ -89,6 +90,13 @@ def _validate_types(c) -> None:
                 abs(value) <= FLOAT32_MAX,
                 f"{f.name} is {value}, beyond the float32 numbers it is computed in "
                 f"(at most {FLOAT32_MAX:.4g}).",
+            )
+            # Below float32's smallest normal number XLA flushes a value to 0: a learning rate
+            # of 1e-50 would train with 0.
+            _check(
+                value == 0 or abs(value) >= FLOAT32_TINY,
+                f"{f.name} is {value}, which float32 (the precision it is computed in) rounds "
+                f"to 0: pass 0, or at least {FLOAT32_TINY:.4g}.",
             )
 
 
