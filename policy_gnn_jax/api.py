@@ -196,6 +196,7 @@ def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, bac
         return None
     custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
     run = (dataset, config, entry.name, seeds, seed, custom, seed_mode)
+    checkpoint.check_folder_path(directory, "checkpoint folder")  # as given: "" is no folder
     directory = processes.checkpoint_folder(directory)  # one process: `directory` itself
     return checkpoint.Checkpointer(directory, run_fingerprint(*run), saved_fit.run_identity(*run))
 

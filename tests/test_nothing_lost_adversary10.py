@@ -92,3 +92,13 @@ def test_a_value_float32_rounds_to_zero_is_refused(field):
     with pytest.raises(pg.ConfigError, match=f"{field} is 1e-50, which float32 .* rounds to 0"):
         pg.Config(**{field: 1e-50})
     pg.Config(**{field: 1e-30})  # small, and still itself in float32
+
+
+@pytest.mark.parametrize("path", ["", "  "])
+def test_an_empty_checkpoint_dir_is_refused(tmp_path, monkeypatch, path):
+    """Before: checkpoint_dir="" wrote the checkpoints into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    with pytest.raises(pg.CheckpointError, match="checkpoint folder is an empty path"):
+        pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, checkpoint_dir=path, progress=False)
+    assert list(tmp_path.iterdir()) == []

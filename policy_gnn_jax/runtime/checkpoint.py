@@ -87,7 +87,10 @@ def read_json(path: str | os.PathLike):
 
 
 def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
-    """`path` as a folder to use: not an existing file, nor a link to nothing."""
+    """`path` as a folder to use: not an empty path (the current folder, unasked), an existing
+    file, nor a link to nothing."""
+    if isinstance(path, str) and not path.strip():
+        raise CheckpointError(f"the {what} is an empty path: name a folder.")
     path = pathlib.Path(path)
     if path.is_symlink() and not path.exists():
         raise CheckpointError(
