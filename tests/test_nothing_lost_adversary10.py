@@ -102,3 +102,10 @@ def test_an_empty_checkpoint_dir_is_refused(tmp_path, monkeypatch, path):
     with pytest.raises(pg.CheckpointError, match="checkpoint folder is an empty path"):
         pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, checkpoint_dir=path, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_field_set_twice_to_different_values_is_refused():
+    """Before: `--set hidden=8 --set hidden=32` kept 32 without a word."""
+    with pytest.raises(pg.ConfigError, match="--set hidden is given twice, as 8 and as 32"):
+        pg.config.parse_overrides(["hidden=8", "hidden=32"])
+    assert pg.config.parse_overrides(["hidden=8", "hidden= 8"]) == {"hidden": 8}

@@ -55,9 +55,14 @@ def parse_overrides(items: list[str]) -> dict:
             )
         parse, wanted = _PARSERS[types[name]], WANTED[types[name]]
         try:
-            values[name] = parse(text.strip())
+            value = parse(text.strip())
         except ValueError:
             raise ConfigError(f"--set {item}: {name} takes {wanted}, got {text!r}.") from None
+        if name in values and values[name] != value:  # which one was meant cannot be told
+            raise ConfigError(
+                f"--set {name} is given twice, as {values[name]} and as {value}: give it once."
+            )
+        values[name] = value
     return values
 
 
