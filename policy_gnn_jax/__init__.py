@@ -54,7 +54,15 @@ _EXPORTS = {
 _IMPORTING = threading.RLock()
 
 
+# The subpackages and modules, each an attribute on first use too (`pg.data.write_csbm`).
+_SUBMODULES = ("agents", "api", "backbones", "cli", "config", "contrib", "data", "fixed_depth",
+               "graph", "mdp", "methods", "metrics", "runtime", "treeutil")  # fmt: skip
+
+
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        with _IMPORTING:
+            return importlib.import_module(f"policy_gnn_jax.{name}")  # sets the attribute
     if name not in _EXPORTS:
         raise AttributeError(f"module 'policy_gnn_jax' has no attribute {name!r}")
     module, attribute = _EXPORTS[name]
@@ -66,7 +74,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
 
 
 __version__ = "0.2.0"

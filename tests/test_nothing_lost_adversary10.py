@@ -4,6 +4,8 @@ before its fix."""
 
 import argparse
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import _experiment
@@ -109,3 +111,13 @@ def test_one_field_set_twice_to_different_values_is_refused():
     with pytest.raises(pg.ConfigError, match="--set hidden is given twice, as 8 and as 32"):
         pg.config.parse_overrides(["hidden=8", "hidden=32"])
     assert pg.config.parse_overrides(["hidden=8", "hidden= 8"]) == {"hidden": 8}
+
+
+def test_a_subpackage_is_an_attribute_before_anything_else_is_used():
+    """Before: `pg.data` raised AttributeError until another name had loaded it."""
+    code = "import policy_gnn_jax as pg; pg.data.write_csbm; pg.metrics; print(pg.config.Config)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and "Config" in done.stdout, done.stderr[-500:]
+    bad = "import policy_gnn_jax as pg; pg.nothing_here"
+    done = subprocess.run([sys.executable, "-c", bad], capture_output=True, text=True)
+    assert "has no attribute 'nothing_here'" in done.stderr
