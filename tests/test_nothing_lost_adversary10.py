@@ -121,3 +121,12 @@ def test_a_subpackage_is_an_attribute_before_anything_else_is_used():
     bad = "import policy_gnn_jax as pg; pg.nothing_here"
     done = subprocess.run([sys.executable, "-c", bad], capture_output=True, text=True)
     assert "has no attribute 'nothing_here'" in done.stderr
+
+
+def test_a_refused_value_is_the_one_line_even_for_a_field_the_method_ignores(capsys):
+    """Before: a warning that the field is not used, then the refusal of its value."""
+    argv = ["--dataset", "csbm", "--method", "gcn", "--set", "episodes_per_call=0",
+            "--show-config"]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "episodes_per_call" in err[0]

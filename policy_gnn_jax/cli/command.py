@@ -108,7 +108,6 @@ def _check_args(args) -> None:
         raise config_lib.ConfigError("pass --split K for one split or --splits for several.")
     if args.splits is not None:  # refused now, before any folder is made
         splits.parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
-    warn_unused_flags(args)  # after every refusal: a refused command's one line is its error
     if args.dataset.lower() in ("csbm", "planted"):
         _check_generator_args(args)
 
@@ -179,6 +178,7 @@ def _main(argv) -> int:
             start_backend()
         _check_args(args)
         config = config_from_args(args)
+        warn_unused_flags(args)  # after every refusal: a refused command's one line is its error
         if args.show_config:
             print(show_config(config))
             return 0
