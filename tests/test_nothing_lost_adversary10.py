@@ -130,3 +130,34 @@ def test_a_refused_value_is_the_one_line_even_for_a_field_the_method_ignores(cap
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "episodes_per_call" in err[0]
+
+
+FULL_DISK = """
+import resource, sys
+import policy_gnn_jax as pg
+ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+fitted = pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, progress=False)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))  # as if the disk filled up
+for name, call in [("save", lambda: fitted.save(sys.argv[1] + "/fit")),
+                   ("write_csbm", lambda: pg.data.write_csbm(sys.argv[1] + "/g", num_nodes=5000))]:
+    try:
+        call()
+    except (pg.CheckpointError, pg.DataError) as err:
+        print(name, type(err).__name__, err)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE")
+def test_a_full_disk_is_one_of_the_librarys_errors_naming_the_file(tmp_path):
+    """Before: a bare `OSError: [Errno 27] File too large` that named no file."""
+    import signal
+
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-800:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith(f"save CheckpointError cannot write {tmp_path}/fit")
+    assert lines[1].startswith(f"write_csbm DataError cannot write {tmp_path}/g")
+    assert "File too large" in lines[0] and "nothing was replaced" in lines[0]

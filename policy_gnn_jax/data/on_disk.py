@@ -111,11 +111,16 @@ def write_csbm(
     folder = _prepare_folder(folder, overwrite)
     try:
         num_edges = _write_arrays(folder, rows_per_chunk, **arguments)
-    except BaseException:  # an interrupt too: no hidden temporary file of gigabytes is left
+    except BaseException as err:  # an interrupt too: no hidden temporary file of GBs is left
         for name in ARRAY_FILES:
             _partial(folder, name).unlink(missing_ok=True)
         if created and not any(folder.iterdir()):
             folder.rmdir()
+        if isinstance(err, OSError):  # a full disk, a quota, a file-size limit, ...
+            raise DataError(
+                f"cannot write {folder} ({err.strerror or err}): free some space or choose "
+                f"another folder; no graph was written."
+            ) from None
         raise
     meta = dict(name="csbm", num_classes=int(num_classes), num_edges=num_edges)
     _write_meta(folder, {**meta, "generator": "write_csbm", "arguments": arguments})

@@ -53,9 +53,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(err, OSError):  # a full disk, a quota, a file-size limit, ...
+            raise CheckpointError(
+                f"cannot write {path} ({err.strerror or err}): free some space or choose "
+                f"another folder; nothing was replaced."
+            ) from None
         raise
     return path
 
