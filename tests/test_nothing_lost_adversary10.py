@@ -133,7 +133,8 @@ def test_a_refused_value_is_the_one_line_even_for_a_field_the_method_ignores(cap
 
 
 FULL_DISK = """
-import resource, sys
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, not kills
 import policy_gnn_jax as pg
 ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
 fitted = pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, progress=False)
@@ -150,14 +151,39 @@ for name, call in [("save", lambda: fitted.save(sys.argv[1] + "/fit")),
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE")
 def test_a_full_disk_is_one_of_the_librarys_errors_naming_the_file(tmp_path):
     """Before: a bare `OSError: [Errno 27] File too large` that named no file."""
-    import signal
-
     done = subprocess.run(
-        [sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
-    )  # fmt: skip
+        [sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-800:]
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith(f"save CheckpointError cannot write {tmp_path}/fit")
     assert lines[1].startswith(f"write_csbm DataError cannot write {tmp_path}/g")
     assert "File too large" in lines[0] and "nothing was replaced" in lines[0]
+
+
+FULL_DISK_CHECKPOINT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, not kills
+import policy_gnn_jax as pg
+ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))  # as if the disk filled up
+try:
+    pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, progress=False,
+           checkpoint_dir=sys.argv[1])
+except pg.CheckpointError as err:
+    print("CheckpointError", err)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE")
+def test_a_checkpoint_on_a_full_disk_is_one_error_and_no_traceback(tmp_path):
+    """Before: orbax's ValueError, after dozens of asyncio and absl tracebacks."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_CHECKPOINT, str(tmp_path / "ck")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-1500:]
+    line = done.stdout.strip().splitlines()[-1]
+    assert line.startswith(f"CheckpointError cannot write the checkpoint in {tmp_path / 'ck'}")
+    assert "File too large" in line

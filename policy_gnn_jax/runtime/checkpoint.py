@@ -12,9 +12,12 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import logging
 import os
 import pathlib
+import re
 import signal
 import sys
 import tempfile
@@ -305,10 +308,27 @@ class Checkpointer:
             "wall_time_s": self._wall_before() + time.perf_counter() - self._opened,
         }
         with signals_deferred():  # Ctrl-C during a save lands after it: the checkpoint is whole
-            self._manager.write(chunks_done, run, meta)
+            self._write(chunks_done, run, meta)
         self._saves += 1
         if self._kill_after and self._saves >= self._kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _write(self, step: int, run, meta: dict) -> None:
+        """Writes one step. A write that fails (a full disk, a quota) is one CheckpointError:
+        what orbax and its threads print on the way is dropped with it, kept otherwise."""
+        with _stderr_held() as held:
+            try:
+                self._manager.write(step, run, meta)
+            except Exception as err:  # OSError, and orbax's ValueErrors for the same
+                held.drop()
+                _close_quietly(self._manager, self.directory)
+                held.wait_until_quiet()  # tensorstore's writes still failing, in its threads
+                detail = _write_failure(err)
+                raise CheckpointError(
+                    f"cannot write the checkpoint in {self.directory} ({detail}): free some "
+                    f"space or choose another checkpoint folder; the earlier checkpoints are "
+                    f"kept."
+                ) from None
 
     def latest(self) -> int | None:
         """The chunk count of the newest checkpoint saved, or None."""
@@ -319,6 +339,79 @@ class Checkpointer:
             self._manager.close()
         finally:
             self._lock.__exit__(None, None, None)
+
+
+def _write_failure(err: Exception) -> str:
+    """The reason a write failed, in a few words: the OS's ("No space left on device") where
+    orbax's message of several thousand characters holds one."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    found = re.search(r"([A-Za-z][^:\[\]]*?)\s*\[os_error_code='?(\d+)", str(err))
+    if found:
+        return f"{found.group(1).strip()}, errno {found.group(2)}"
+    return " ".join(str(err).split())[:200]
+
+
+def _close_quietly(manager, directory: pathlib.Path) -> None:
+    """Closes a manager whose write failed, inside `_stderr_held`: its threads' last complaints,
+    and asyncio's log of each write task whose failure nobody read (when the task is collected),
+    land there; any later one about `directory` is filtered out of asyncio's log."""
+    try:
+        manager.close()
+    except Exception:  # the write's own error is the one reported
+        pass
+    gc.collect()
+    logging.getLogger("asyncio").addFilter(_NotAbout(str(directory)))
+
+
+class _NotAbout(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage() and "Event loop is closed" not in str(
+            record.exc_info[1] if record.exc_info else ""
+        )
+
+
+class _HeldStream:
+    def __init__(self, file):
+        self.file, self.dropped = file, False
+
+    def drop(self) -> None:
+        self.dropped = True
+
+    def wait_until_quiet(self, quiet_s: float = 0.3, at_most_s: float = 3.0) -> None:
+        """Waits until nothing was written for `quiet_s` seconds (at most `at_most_s`)."""
+        deadline, size, since = time.monotonic() + at_most_s, -1, time.monotonic()
+        while time.monotonic() < deadline:
+            now = os.fstat(self.file.fileno()).st_size
+            if now != size:
+                size, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _stderr_held():
+    """Standard error (the file descriptor, so native threads' output too) goes to a temporary
+    file while the block runs, and is written out after it unless `drop()` was called."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as file:
+        held = _HeldStream(file)
+        os.dup2(file.fileno(), 2)
+        try:
+            yield held
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not held.dropped:
+                file.seek(0)
+                os.write(2, file.read())
 
 
 # The signals a run stops on (held back during a save).
