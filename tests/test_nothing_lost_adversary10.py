@@ -187,3 +187,20 @@ def test_a_checkpoint_on_a_full_disk_is_one_error_and_no_traceback(tmp_path):
     line = done.stdout.strip().splitlines()[-1]
     assert line.startswith(f"CheckpointError cannot write the checkpoint in {tmp_path / 'ck'}")
     assert "File too large" in line
+
+
+@pytest.fixture
+def debug_nans():
+    import jax
+
+    jax.config.update("jax_debug_nans", True)
+    yield
+    jax.config.update("jax_debug_nans", False)
+
+
+def test_a_divergence_under_jax_debug_nans_is_the_divergence_error(debug_nans):
+    """Before: JAX_DEBUG_NANS=1 turned the one-line divergence error into JAX's traceback."""
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    cfg = pg.Config.tiny(gcn_lr=1e30, epochs=3)
+    with pytest.raises(pg.DivergenceError, match="JAX_DEBUG_NANS stopped the run at its first"):
+        pg.fit(ds, cfg, method="gcn", seeds=1, progress=False)

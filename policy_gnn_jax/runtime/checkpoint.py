@@ -12,132 +12,33 @@
 from __future__ import annotations
 
 import contextlib
-import gc
-import json
-import logging
 import os
 import pathlib
-import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 
 import jax
 import numpy as np
 
-from policy_gnn_jax.runtime import processes, step_store
+from policy_gnn_jax.runtime import failed_writes, processes, step_store
+
+# The file helpers live in files.py; callers also reach them through this module.
+from policy_gnn_jax.runtime.files import (  # noqa: F401
+    CheckpointError,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_folder_path,
+    check_writable_dir,
+    check_writable_file,
+    read_json,
+)
 
 # Fault injection for the resume test: kill this process (SIGKILL, no clean-up) right after the
 # N-th checkpoint is saved. Never set in normal use.
 KILL_AFTER_SAVES_ENV = "POLICY_GNN_KILL_AFTER_CHECKPOINTS"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint or results file is unreadable, or belongs to another run. Says what to do."""
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
-    """Writes `data` to `path` atomically (temp file in the same folder, fsync, rename), with the
-    permissions any new file gets under the user's umask (a temp file starts at 0600)."""
-    path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException as err:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(err, OSError):  # a full disk, a quota, a file-size limit, ...
-            raise CheckpointError(
-                f"cannot write {path} ({err.strerror or err}): free some space or choose "
-                f"another folder; nothing was replaced."
-            ) from None
-        raise
-    return path
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_json(path: str | os.PathLike, obj) -> pathlib.Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2))
-
-
-def read_json(path: str | os.PathLike):
-    """Reads a JSON file the project wrote; a corrupt one is a clear CheckpointError."""
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise CheckpointError(
-            f"{path} does not exist (a relative path is read from the working directory "
-            f"{pathlib.Path.cwd()}): run the command from the repository root, or pass the "
-            f"file's path."
-        )
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(
-            f"{path} is corrupt or truncated ({err}). Delete it (or restore it from a copy) and "
-            f"run the command again to recreate it."
-        ) from None
-
-
-def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
-    """`path` as a folder to use: not an empty path (the current folder, unasked), an existing
-    file, nor a link to nothing."""
-    if isinstance(path, str) and not path.strip():
-        raise CheckpointError(f"the {what} is an empty path: name a folder.")
-    path = pathlib.Path(path)
-    if path.is_symlink() and not path.exists():
-        raise CheckpointError(
-            f"{what} {path} is a link to {os.readlink(path)}, which does not exist: create that "
-            f"folder or choose another."
-        )
-    if path.exists() and not path.is_dir():
-        raise CheckpointError(f"{what} {path} is an existing file, not a folder: choose a folder.")
-    return path
-
-
-def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> pathlib.Path:
-    """Creates `path` if needed and proves a file can be written there, before any training."""
-    path = check_folder_path(path, what)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
-        os.close(fd)
-        os.remove(probe)
-    except OSError as err:
-        raise CheckpointError(
-            f"cannot write to {what} {path} ({err.strerror or err}): choose a writable folder."
-        ) from None
-    return path
-
-
-def check_writable_file(
-    path: str | os.PathLike, what: str = "output file", overwrite: bool | None = None
-) -> pathlib.Path:
-    """Proves `path` can be written (its folder made if needed) before any work is done.
-    `overwrite=False`: an existing file is refused too (None: replacing it is the script's
-    documented behaviour)."""
-    path = pathlib.Path(path)
-    if path.is_dir():
-        raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
-    if overwrite is False and path.exists():  # a result is never replaced unasked
-        raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
-    check_writable_dir(path.parent, f"the folder for {what} {path.name},")
-    return path
 
 
 def _is_key(x) -> bool:
@@ -316,14 +217,14 @@ class Checkpointer:
     def _write(self, step: int, run, meta: dict) -> None:
         """Writes one step. A write that fails (a full disk, a quota) is one CheckpointError:
         what orbax and its threads print on the way is dropped with it, kept otherwise."""
-        with _stderr_held() as held:
+        with failed_writes.stderr_held() as held:
             try:
                 self._manager.write(step, run, meta)
             except Exception as err:  # OSError, and orbax's ValueErrors for the same
                 held.drop()
-                _close_quietly(self._manager, self.directory)
+                failed_writes.close_quietly(self._manager, self.directory)
                 held.wait_until_quiet()  # tensorstore's writes still failing, in its threads
-                detail = _write_failure(err)
+                detail = failed_writes.reason(err)
                 raise CheckpointError(
                     f"cannot write the checkpoint in {self.directory} ({detail}): free some "
                     f"space or choose another checkpoint folder; the earlier checkpoints are "
@@ -339,79 +240,6 @@ class Checkpointer:
             self._manager.close()
         finally:
             self._lock.__exit__(None, None, None)
-
-
-def _write_failure(err: Exception) -> str:
-    """The reason a write failed, in a few words: the OS's ("No space left on device") where
-    orbax's message of several thousand characters holds one."""
-    if isinstance(err, OSError) and err.strerror:
-        return err.strerror
-    found = re.search(r"([A-Za-z][^:\[\]]*?)\s*\[os_error_code='?(\d+)", str(err))
-    if found:
-        return f"{found.group(1).strip()}, errno {found.group(2)}"
-    return " ".join(str(err).split())[:200]
-
-
-def _close_quietly(manager, directory: pathlib.Path) -> None:
-    """Closes a manager whose write failed, inside `_stderr_held`: its threads' last complaints,
-    and asyncio's log of each write task whose failure nobody read (when the task is collected),
-    land there; any later one about `directory` is filtered out of asyncio's log."""
-    try:
-        manager.close()
-    except Exception:  # the write's own error is the one reported
-        pass
-    gc.collect()
-    logging.getLogger("asyncio").addFilter(_NotAbout(str(directory)))
-
-
-class _NotAbout(logging.Filter):
-    def __init__(self, text: str):
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in record.getMessage() and "Event loop is closed" not in str(
-            record.exc_info[1] if record.exc_info else ""
-        )
-
-
-class _HeldStream:
-    def __init__(self, file):
-        self.file, self.dropped = file, False
-
-    def drop(self) -> None:
-        self.dropped = True
-
-    def wait_until_quiet(self, quiet_s: float = 0.3, at_most_s: float = 3.0) -> None:
-        """Waits until nothing was written for `quiet_s` seconds (at most `at_most_s`)."""
-        deadline, size, since = time.monotonic() + at_most_s, -1, time.monotonic()
-        while time.monotonic() < deadline:
-            now = os.fstat(self.file.fileno()).st_size
-            if now != size:
-                size, since = now, time.monotonic()
-            elif time.monotonic() - since >= quiet_s:
-                return
-            time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _stderr_held():
-    """Standard error (the file descriptor, so native threads' output too) goes to a temporary
-    file while the block runs, and is written out after it unless `drop()` was called."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as file:
-        held = _HeldStream(file)
-        os.dup2(file.fileno(), 2)
-        try:
-            yield held
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            if not held.dropped:
-                file.seek(0)
-                os.write(2, file.read())
 
 
 # The signals a run stops on (held back during a save).

@@ -20,13 +20,14 @@ from tqdm.auto import tqdm
 
 from policy_gnn_jax.runtime import checkpoint as checkpoint_lib
 from policy_gnn_jax.runtime import compilation
+from policy_gnn_jax.runtime.divergence import (  # noqa: F401 (DivergenceError: re-exported)
+    DivergenceError,
+    find_divergence,
+    raise_if_debug_nans_stop,
+)
 from policy_gnn_jax.runtime.trainer import Trainer
 
 MAX_SEED = 2**32 - 1
-
-# Which network a metric watches, for the divergence message.
-_SOURCE = {"agent_finite": "agent", "td_loss": "agent", "bandit_loss": "agent"}
-_FLAG_METRICS = ("backbone_finite", "agent_finite")
 
 
 class Terminated(KeyboardInterrupt):
@@ -73,10 +74,6 @@ def _stop_if_requested() -> None:
     if _stop_requested is not None:
         _stop_raised = True
         raise KeyboardInterrupt if _stop_requested == signal.SIGINT else Terminated
-
-
-class DivergenceError(FloatingPointError):
-    """Training produced NaN/inf. The message names the episode and the learning rate to lower."""
 
 
 class ResourceError(ValueError):
@@ -211,37 +208,6 @@ def check_memory(compiled, num_seeds: int, available: int | None, resident: int 
         )
 
 
-def find_divergence(metrics: dict, offset: int, unit: str, hints: dict) -> str | None:
-    """The first NaN/inf (or non-finite parameters) in a chunk's metrics [S, T, ...], as a
-    message naming the unit (1-based, counted over the whole run) and the fix; else None."""
-    first = None  # (t, priority, seed, name)
-    for name, value in metrics.items():
-        if name in _FLAG_METRICS:
-            bad = ~value.astype(bool)
-        elif np.issubdtype(value.dtype, np.floating):
-            bad = ~np.isfinite(value)
-            bad = bad.reshape(bad.shape[:2] + (-1,)).any(-1)
-        else:
-            continue
-        if bad.any():
-            where = np.argwhere(bad)  # [k, (seed, t)]
-            seed, t = where[np.argmin(where[:, 1])]
-            # At one step, the backbone is blamed first: a NaN backbone makes NaN agent inputs.
-            rank = _FLAG_METRICS.index(name) if name in _FLAG_METRICS else len(_FLAG_METRICS)
-            candidate = (int(t), rank, int(seed), name)
-            first = min(first, candidate) if first else candidate
-    if first is None:
-        return None
-    t, _, seed, name = first
-    what = (
-        f"the {name.removesuffix('_finite')}'s parameters became NaN/inf"
-        if name in _FLAG_METRICS
-        else f"the training metric {name!r} became NaN/inf"
-    )
-    fix = hints.get(_SOURCE.get(name, "backbone"), "lower the learning rates")
-    return f"training diverged in {unit} {offset + t + 1} (seed index {seed}): {what}. {fix}."
-
-
 def run_trainer(
     trainer: Trainer,
     keys: jax.Array,
@@ -301,7 +267,11 @@ def run_trainer(
     try:
         for index in range(start, len(lengths)):
             _stop_if_requested()
-            state, metrics = run_chunk[lengths[index]](state)
+            try:
+                state, metrics = run_chunk[lengths[index]](state)
+            except Exception as err:
+                raise_if_debug_nans_stop(err, done, lengths[index], trainer.unit, hints or {})
+                raise
             metrics = jax.tree.map(np.asarray, metrics)
             message = find_divergence(metrics, done, trainer.unit, hints or {})
             if message:

@@ -1,0 +1,115 @@
+"""Files a run writes and reads: atomic writes under the user's umask, the project's own JSON
+read back with a clear error, and output paths proven usable before any training."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or results file is unreadable, or belongs to another run. Says what to do."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
+    """Writes `data` to `path` atomically (temp file in the same folder, fsync, rename), with the
+    permissions any new file gets under the user's umask (a temp file starts at 0600)."""
+    path = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException as err:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(err, OSError):  # a full disk, a quota, a file-size limit, ...
+            raise CheckpointError(
+                f"cannot write {path} ({err.strerror or err}): free some space or choose "
+                f"another folder; nothing was replaced."
+            ) from None
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> pathlib.Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2))
+
+
+def read_json(path: str | os.PathLike):
+    """Reads a JSON file the project wrote; a corrupt one is a clear CheckpointError."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise CheckpointError(
+            f"{path} does not exist (a relative path is read from the working directory "
+            f"{pathlib.Path.cwd()}): run the command from the repository root, or pass the "
+            f"file's path."
+        )
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(
+            f"{path} is corrupt or truncated ({err}). Delete it (or restore it from a copy) and "
+            f"run the command again to recreate it."
+        ) from None
+
+
+def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
+    """`path` as a folder to use: not an empty path (the current folder, unasked), an existing
+    file, nor a link to nothing."""
+    if isinstance(path, str) and not path.strip():
+        raise CheckpointError(f"the {what} is an empty path: name a folder.")
+    path = pathlib.Path(path)
+    if path.is_symlink() and not path.exists():
+        raise CheckpointError(
+            f"{what} {path} is a link to {os.readlink(path)}, which does not exist: create that "
+            f"folder or choose another."
+        )
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"{what} {path} is an existing file, not a folder: choose a folder.")
+    return path
+
+
+def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> pathlib.Path:
+    """Creates `path` if needed and proves a file can be written there, before any training."""
+    path = check_folder_path(path, what)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        raise CheckpointError(
+            f"cannot write to {what} {path} ({err.strerror or err}): choose a writable folder."
+        ) from None
+    return path
+
+
+def check_writable_file(
+    path: str | os.PathLike, what: str = "output file", overwrite: bool | None = None
+) -> pathlib.Path:
+    """Proves `path` can be written (its folder made if needed) before any work is done.
+    `overwrite=False`: an existing file is refused too (None: replacing it is the script's
+    documented behaviour)."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
+    if overwrite is False and path.exists():  # a result is never replaced unasked
+        raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
+    check_writable_dir(path.parent, f"the folder for {what} {path.name},")
+    return path
