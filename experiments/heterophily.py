@@ -147,7 +147,7 @@ def study(args) -> None:
                 rows.setdefault(key, []).append(row)
             print(f"{name} split {k}: done", flush=True)
         summary[name] = {"backbone_options": option, "metric": ds.metric, "seeds": args.seeds,
-                         "max_depth": args.max_depth,
+                         "max_depth": args.max_depth, "episodes": args.episodes,
                          "rows": {key: _over_splits(v) for key, v in rows.items()}}  # fmt: skip
         depth_points[name] = np.concatenate(points) if points else np.zeros((0, 3))
     results = pathlib.Path(args.results_json)
@@ -248,9 +248,12 @@ def _write_table(path: pathlib.Path, summary: dict) -> None:
         lines.append(f"| published: {model} | " + " | ".join(cells) + " |")
     metrics = ", ".join(f"{n}: {records.METRIC_NAMES[summary[n]['metric']]}" for n in names)
     seeds = ", ".join(f"{n}: {summary[n].get('seeds', '?')}" for n in names)
+    episodes = ", ".join(f"{n}: {summary[n].get('episodes', '?')}" for n in names
+                         if any(k in summary[n]["rows"] for k in POLICIES))  # fmt: skip
     lines.append(
         f"\nTest score in %, mean ± std over the splits of each split's mean over the seeds "
-        f"({seeds}) ({metrics}; headroom rows in accuracy). Backbone options per dataset: "
+        f"({seeds}) ({metrics}; headroom rows in accuracy). MDP episodes of the policies: "
+        f"{episodes or 'none run'}. Backbone options per dataset: "
         + ", ".join(f"{n}: {summary[n]['backbone_options']}" for n in names)
         + ". Every choice on validation; upper bounds read test labels and are not methods."
     )
