@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -254,3 +255,15 @@ def test_a_bad_connect_timeout_is_one_error(tmp_path):
         "POLICY_GNN_CONNECT_TIMEOUT_S must be a number of seconds > 0, got 'soon'"
         in (done.stderr.strip().splitlines()[-1])
     )
+
+
+def test_a_connect_timeout_reaches_process_0s_wait_as_whole_seconds(tmp_path):
+    """Before: any value of the variable crashed process 0 at once with a TypeError traceback
+    (JAX takes whole seconds). Now process 0 waits that long for its partner; when none comes,
+    JAX itself ends it (status 134, the known limit in docs/scale.md)."""
+    env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "2.5"}
+    argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(0, _free_port(), 2)]
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-1500:]
+    assert "DEADLINE_EXCEEDED" in done.stderr and time.monotonic() - started >= 3

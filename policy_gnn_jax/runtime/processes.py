@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import math
 import os
 import pathlib
 import socket
@@ -93,7 +94,8 @@ def connect(
             coordinator,
             num_processes,
             process_id,
-            initialization_timeout=timeout_s,
+            # whole seconds, and a C int: at least 1, at most about 68 years
+            initialization_timeout=max(1, min(math.ceil(timeout_s), 2**31 - 1)),
             heartbeat_timeout_seconds=HEARTBEAT_S,
         )
     except (RuntimeError, ValueError) as err:
