@@ -358,6 +358,7 @@ def run(args) -> None:
     for flag in ("options_json", "results_json"):
         if pathlib.Path(getattr(args, flag)).suffix.lower() != ".json":  # the table is its .md
             raise pg.ConfigError(f"--{flag.replace('_', '-')} must name a .json file.")
+    _check_distinct_outputs(args)
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
     for path in (args.options_json, args.results_json, args.figure):
@@ -365,6 +366,36 @@ def run(args) -> None:
     checkpoint.check_writable_dir(args.out)
     _check_merged(pathlib.Path(args.options_json), pathlib.Path(args.results_json))
     (choose_options if args.what == "options" else study)(args)
+
+
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def _check_distinct_outputs(args) -> None:
+    """Every file the script writes is its own: one written over another would lose it."""
+    if pathlib.Path(args.figure).suffix.lower() not in FIGURE_SUFFIXES:
+        raise pg.ConfigError(
+            f"--figure must name an image ({', '.join(FIGURE_SUFFIXES)}), got {args.figure}."
+        )
+    results = pathlib.Path(args.results_json)
+    written = {
+        "--options-json": pathlib.Path(args.options_json),
+        "--results-json": results,
+        "--figure": pathlib.Path(args.figure),
+        f"the table ({results.with_suffix('.md')})": results.with_suffix(".md"),
+        f"the figure's points ({results.with_suffix('.depths.npz')})": results.with_suffix(
+            ".depths.npz"
+        ),
+    }
+    seen = {}
+    for flag, path in written.items():
+        key = path.resolve()
+        if key in seen:
+            raise pg.ConfigError(
+                f"{seen[key]} and {flag} are one file ({path}): give each its own, or one would "
+                f"be written over the other."
+            )
+        seen[key] = flag
 
 
 def _check_merged(options: pathlib.Path, results: pathlib.Path) -> None:

@@ -139,3 +139,22 @@ def test_a_different_run_does_not_replace_a_datasets_entry_unasked(studied, what
     last = done.stderr.strip().splitlines()[-1]
     assert "already holds texas from another run" in last and "--overwrite" in last
     assert (studied / name).read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("--figure", "{results}"), "--figure must name an image"),
+        (("--options-json", "{results}"), "--options-json and --results-json are one file"),
+        (("--figure", "{tmp}/results.md"), "--figure must name an image"),
+    ],
+)
+def test_output_paths_that_would_overwrite_each_other_are_refused(tmp_path, flags, message):
+    """Before: the figure was written over the results JSON, or the study's summary over the
+    chosen options, with exit 0."""
+    results = tmp_path / "results.json"
+    flags = [f.format(results=results, tmp=tmp_path) for f in flags]
+    done = _study(tmp_path, "study", *NO_POLICIES, *flags)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "runs").exists() and not results.exists()
