@@ -278,17 +278,7 @@ class Fit:
         return compilation.jit(fn, options=options, precision=self.config.matmul_precision)
 
     def _nodes(self, nodes) -> jax.Array:
-        array = np.asarray(nodes)
-        n = self.dataset.num_nodes
-        if array.size == 0 and array.ndim == 1:
-            array = array.astype(np.int32)  # [] is no nodes, whatever dtype numpy guessed
-        if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
-            raise ValueError(
-                f"nodes must be a 1-D array of node ids, got {array.dtype} {array.shape}."
-            )
-        if array.size and (array.min() < 0 or array.max() >= n):
-            raise ValueError(f"nodes must lie in 0..{n - 1}, got {array.min()}..{array.max()}.")
-        return jnp.asarray(array, jnp.int32)
+        return jnp.asarray(data.arrays.node_ids("nodes", nodes, self.dataset.num_nodes))
 
     def predict_depths(self, nodes) -> np.ndarray:
         """[S, M] the depth each seed's selected snapshot gives each node."""

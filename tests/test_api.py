@@ -78,7 +78,7 @@ def test_random_policy_and_fixed_depth_fits_predict_their_own_evaluation():
 
 def test_predict_refuses_bad_nodes(fitted):
     _, fit = fitted
-    with pytest.raises(ValueError, match="lie in"):
+    with pytest.raises(ValueError, match="node id 10000, outside 0..119"):
         fit.predict(np.array([0, 10_000]))
     with pytest.raises(ValueError, match="1-D array of node ids"):
         fit.predict_depths(np.array([0.5]))

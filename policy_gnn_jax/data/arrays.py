@@ -20,19 +20,27 @@ def _fail(problem: str, fix: str):
     raise InvalidDatasetError(f"{problem} {fix}")
 
 
-def _as_index(name: str, values, num_nodes: int) -> np.ndarray:
-    """Node ids as int32, range-checked on the values as given (a cast first would wrap them)."""
+def node_ids(name: str, values, num_nodes: int) -> np.ndarray:
+    """Node ids as int32, range-checked on the values as given (a cast first would wrap them);
+    anything else is an InvalidDatasetError naming `name` and what to pass."""
+    if isinstance(values, np.ma.MaskedArray):  # np.asarray would drop the mask
+        _fail(f"{name} is a masked array.", f"Pass the node ids alone: {name}.compressed().")
     array = np.asarray(values)
     if array.dtype == bool:
         _fail(f"{name} is a boolean mask.", f"Pass node ids: np.flatnonzero({name}).")
-    if array.ndim != 1 or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
-        _fail(f"{name} must be a 1-D array of node ids, got {array.dtype} {array.shape}.", "")
+    if array.size == 0 and array.ndim == 1:
+        array = array.astype(np.int32)  # [] is no nodes, whatever dtype numpy guessed
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        _fail(
+            f"{name} must be a 1-D array of node ids, got {array.dtype} {array.shape}.",
+            f"Pass a 1-D array of integer ids in 0..{num_nodes - 1}, e.g. np.array([0, 5]).",
+        )
     outside = (array < 0) | (array >= num_nodes)
     if np.any(outside):
         _fail(
             f"{name} holds node id {array[outside][0]}, outside 0..{num_nodes - 1} "
             f"({int(outside.sum())} such ids).",
-            "Fix the split's node ids.",
+            f"Pass ids in 0..{num_nodes - 1}.",
         )
     return array.astype(np.int32)
 
@@ -231,9 +239,9 @@ def from_arrays(
         features=feats,
         labels=labels,
         edges=stored,
-        train_index=_as_index("train_index", train_index, n),
-        val_index=_as_index("val_index", val_index, n),
-        test_index=_as_index("test_index", test_index, n),
+        train_index=node_ids("train_index", train_index, n),
+        val_index=node_ids("val_index", val_index, n),
+        test_index=node_ids("test_index", test_index, n),
         num_classes=classes,
         source=source,
     )
@@ -268,7 +276,8 @@ def from_jraph(
     if n_node.size != 1:
         _fail(
             f"the GraphsTuple holds {n_node.size} graphs.",
-            "Pass one graph (node classification on one graph); jraph.unbatch splits a batch.",
+            "Pass one graph (node classification on one graph): jraph.unbatch splits a batch, "
+            "jraph.unpad_with_graphs removes padding.",
         )
     nodes = graph.nodes
     if nodes is None:
@@ -300,6 +309,8 @@ def from_jraph(
         )
     if graph.edges is not None:
         warnings.warn("from_jraph: edge features are ignored (Â is built from the structure).")
+    if getattr(graph, "globals", None) is not None:
+        warnings.warn("from_jraph: globals are ignored (node classification reads none).")
     edges = np.stack([senders, receivers])
     return from_arrays(
         np.asarray(nodes),

@@ -1,0 +1,67 @@
+"""Findings of the thirteenth adversarial pass (node ids given to predict, masked arrays, a
+GraphsTuple's globals and padding, split ids without a fix): each a test that failed before
+its fix."""
+
+import jax.numpy as jnp
+import jraph
+import numpy as np
+import pytest
+
+import policy_gnn_jax as pg
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    return pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
+
+
+@pytest.mark.parametrize(
+    "nodes, message",
+    [
+        ([-1], "nodes holds node id -1, outside 0..299"),
+        ([1.0], "nodes must be a 1-D array of node ids, got float64"),
+        (3, "nodes must be a 1-D array of node ids"),
+        ([2**70], "nodes must be a 1-D array of node ids, got object"),
+        (np.ma.array([1, 2], mask=[0, 1]), "nodes is a masked array"),
+    ],
+)
+def test_bad_node_ids_to_predict_are_the_librarys_error_with_a_fix(fitted, nodes, message):
+    """Before: a plain ValueError (not InvalidDatasetError), without a fix; a masked array's
+    masked-out nodes were predicted too."""
+    with pytest.raises(pg.InvalidDatasetError, match=message) as refused:
+        fitted.predict(nodes)
+    assert "Pass" in str(refused.value)
+
+
+@pytest.mark.parametrize("name", ["train_index", "val_index"])
+def test_split_ids_of_the_wrong_kind_say_what_to_pass(name):
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    splits = dict(train_index=ds.train_index, val_index=ds.val_index, test_index=ds.test_index)
+    splits[name] = splits[name].astype(np.float64)
+    with pytest.raises(pg.InvalidDatasetError, match=f"{name} must be .*Pass .* integer"):
+        pg.from_arrays(ds.features, ds.edges, ds.labels, **splits)
+
+
+def _graph(n=6, **kw):
+    senders = jnp.arange(n - 1)
+    receivers = jnp.arange(1, n)
+    return jraph.GraphsTuple(nodes=jnp.eye(n, 4), edges=None, senders=senders,
+                             receivers=receivers, n_node=jnp.array([n]),
+                             n_edge=jnp.array([n - 1]), globals=None, **kw)  # fmt: skip
+
+
+def test_a_graphs_tuples_globals_are_said_to_be_unused():
+    """Before: globals were dropped without a word (edge features are warned about)."""
+    labels = np.arange(6) % 2
+    g = _graph()._replace(globals=jnp.ones((1, 3)))
+    with pytest.warns(UserWarning, match="globals"):
+        pg.from_jraph(g, labels, train_index=[0, 1], val_index=[2, 3], test_index=[4, 5])
+
+
+def test_a_padded_graphs_tuple_names_the_unpadding():
+    """Before: the hint named jraph.unbatch, which does not remove padding."""
+    padded = jraph.pad_with_graphs(_graph(), n_node=8, n_edge=8, n_graph=2)
+    with pytest.raises(pg.InvalidDatasetError, match="unpad_with_graphs"):
+        pg.from_jraph(padded, np.arange(8) % 2, train_index=[0, 1], val_index=[2, 3],
+                      test_index=[4, 5])  # fmt: skip
