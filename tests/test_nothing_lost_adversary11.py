@@ -65,3 +65,13 @@ def test_a_padded_graphs_tuple_names_the_unpadding():
     with pytest.raises(pg.InvalidDatasetError, match="unpad_with_graphs"):
         pg.from_jraph(padded, np.arange(8) % 2, train_index=[0, 1], val_index=[2, 3],
                       test_index=[4, 5])  # fmt: skip
+
+
+def test_a_bad_value_in_xla_flags_is_quoted_as_xlas_own_complaint(tmp_path, monkeypatch):
+    """Before: the error quoted the last line of XLA's flag help, not the parse error."""
+    from policy_gnn_jax.cli import process
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=abc")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing cached
+    with pytest.raises(pg.ResourceError, match="Couldn't interpret value abc for flag xla_force"):
+        process.check_xla_flags()

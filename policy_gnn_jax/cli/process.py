@@ -209,7 +209,11 @@ def check_xla_flags() -> None:
                            capture_output=True, text=True, timeout=300)  # fmt: skip
     if tried.returncode != 0:
         lines = [line for line in tried.stderr.splitlines() if line.strip()]
-        said = next((line for line in lines if "XLA_FLAGS" in line), lines[-1] if lines else "")
+        # XLA's own complaint: its first error log line ("Unknown flags in XLA_FLAGS", "Couldn't
+        # interpret value"); the generic "Check failed" and the help for every flag follow it.
+        logged = [line for line in lines if line[:1] in "EF" and line[1:5].isdigit()]
+        logged = [line for line in logged if "Check failed" not in line] or logged
+        said = logged[0] if logged else lines[-1] if lines else ""
         raise runner.ResourceError(
             f"XLA cannot start with XLA_FLAGS={flags!r} ({said.split('] ')[-1][:200]}): fix or "
             f"unset XLA_FLAGS."
