@@ -75,3 +75,17 @@ def test_a_bad_value_in_xla_flags_is_quoted_as_xlas_own_complaint(tmp_path, monk
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing cached
     with pytest.raises(pg.ResourceError, match="Couldn't interpret value abc for flag xla_force"):
         process.check_xla_flags()
+
+
+def test_splits_over_several_processes_is_refused_before_waiting_for_them(capsys):
+    """Before: process 1 waited for process 0 (300 s by default) before the same refusal."""
+    import time
+
+    from policy_gnn_jax import cli
+
+    argv = ["--dataset", "texas", "--splits", "0-1", "--coordinator", "127.0.0.1:1",
+            "--num-processes", "2", "--process-id", "1", "--seeds", "2"]  # fmt: skip
+    started = time.monotonic()
+    assert cli.main(argv) == 2
+    assert time.monotonic() - started < 30
+    assert "--splits runs in one process" in capsys.readouterr().err

@@ -234,6 +234,10 @@ def _join_processes(args) -> None:
             f"{args.seeds} seeds cannot be shared by {args.num_processes} processes: use at "
             f"least {args.num_processes} seeds, or fewer processes."
         )
+    if args.num_processes is not None and args.num_processes > 1 and args.splits is not None:
+        raise config_lib.ConfigError(  # before waiting for the others, who refuse it too
+            "--splits runs in one process: over several processes, run one --split K at a time."
+        )
     if any(f is not None for f in flags) or processes.launched_by_cluster():
         processes.connect(*flags)
 
