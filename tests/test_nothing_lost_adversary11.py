@@ -89,3 +89,31 @@ def test_splits_over_several_processes_is_refused_before_waiting_for_them(capsys
     assert cli.main(argv) == 2
     assert time.monotonic() - started < 30
     assert "--splits runs in one process" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["0-99999999999999999999999", "0-1000000000000000000"])
+def test_a_huge_split_range_names_the_splits_that_exist(text):
+    """Before: an OverflowError traceback, or "out of host memory" (the list was built)."""
+    from policy_gnn_jax.cli import splits
+
+    with pytest.raises(pg.ConfigError, match="names split .*, but the dataset has splits 0..9"):
+        splits.parse_splits(text, 10)
+
+
+def test_a_result_inside_a_checkpoint_folder_is_refused(tmp_path, capsys):
+    """Before: --out C/161 and Fit.save(C/1) were accepted, and the checkpointing run later
+    replaced or deleted those step folders with the result in them."""
+    from policy_gnn_jax import cli
+
+    tiny = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--episodes", "1",
+            "--steps-per-episode", "2", "--buffer-size", "16", "--no-progress"]  # fmt: skip
+    ckpt = tmp_path / "ck"
+    assert cli.main([*tiny, "--checkpoint-dir", str(ckpt), "--out", str(tmp_path / "o")]) == 0
+    step = next(p for p in ckpt.iterdir() if p.name.isdigit())
+    for out in (ckpt / "161", step / "mine"):
+        assert cli.main([*tiny, "--method", "gcn", "--epochs", "2", "--out", str(out)]) == 2
+        assert "inside the checkpoint folder" in capsys.readouterr().err
+        assert not out.exists()
+    fitted = pg.load(tmp_path / "o")
+    with pytest.raises(pg.CheckpointError, match="inside the checkpoint folder"):
+        fitted.save(ckpt / "7")

@@ -28,7 +28,8 @@ def parse_splits(text: str, available: int) -> list[int]:
     try:
         if "-" in text:
             low, high = (int(part) for part in text.split("-"))
-            chosen = list(range(low, high + 1))
+            # never more than one past the splits that exist: the check below names it
+            chosen = list(range(low, min(high, max(low, available)) + 1))
         else:
             chosen = [int(part) for part in text.split(",")]
     except ValueError:

@@ -78,6 +78,7 @@ def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> Non
             raise CheckpointError(
                 f"{folder} is a checkpoint folder (it holds {steps[0]}/): save results elsewhere."
             )
+    _check_not_in_checkpoints(folder)
     found = holds_result(folder) if folder.is_dir() else None
     if found and not overwrite:
         raise CheckpointError(
@@ -85,6 +86,23 @@ def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> Non
             f"pass {how} to replace the result's files ({', '.join(RESULT_FILES)}); other files "
             f"there are kept."
         )
+
+
+def _check_not_in_checkpoints(folder: pathlib.Path) -> None:
+    """A result may not sit inside a checkpoint folder: a run checkpointing there replaces and
+    deletes its numbered step folders, with whatever was put in them."""
+    for parent in folder.absolute().parents:
+        try:
+            names = [e.name for e in os.scandir(parent)]
+        except OSError:
+            continue
+        candidates = (n for n in names if n.isdigit() or ".orbax-checkpoint-tmp" in n
+                      or ".partial-" in n)  # fmt: skip
+        if any(is_checkpoint_step(parent / n) for n in candidates):
+            raise CheckpointError(
+                f"{folder} is inside the checkpoint folder {parent}: a run checkpointing there "
+                f"replaces and deletes its step folders. Choose a folder outside it."
+            )
 
 
 def lock_path(folder: str | os.PathLike) -> pathlib.Path:
