@@ -117,3 +117,32 @@ def test_a_result_inside_a_checkpoint_folder_is_refused(tmp_path, capsys):
     fitted = pg.load(tmp_path / "o")
     with pytest.raises(pg.CheckpointError, match="inside the checkpoint folder"):
         fitted.save(ckpt / "7")
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: pg.Config(hiden=32), "Config has no field 'hiden'. Did you mean hidden"),
+        (lambda: pg.Config.tiny(hiden=32), "Config has no field 'hiden'. Did you mean hidden"),
+        (lambda: pg.Config.paper(None), "takes keyword arguments only"),
+        (lambda: pg.Config(reward_scale=-100.0), "reward_scale must be > 0"),
+        (lambda: pg.Config(subgraph_nodes=2**31 - 1, subgraph_edges=2**31 - 1),
+         "subgraph_nodes and subgraph_edges must be at most 1073741824"),
+        (lambda: pg.Config(num_episodes=2**30, steps_per_episode=4),
+         "num_episodes x steps_per_episode"),
+    ],
+)
+def test_config_values_that_broke_later_are_refused_when_built(make, message):
+    """Before: a bare TypeError without a hint; a negative reward scale that trains the agent
+    toward the worst depths; sizes that overflowed int32 inside JAX."""
+    with pytest.raises(pg.ConfigError, match=message):
+        make()
+
+
+def test_the_same_dataset_twice_in_a_table_is_refused(capsys):
+    """Before: two identical columns."""
+    from conftest import _experiment
+
+    reproduce = _experiment("reproduce")
+    assert reproduce.main(["table", "--datasets", "cora", "cora", "--out", "/nonexistent/x"]) == 2
+    assert "cora is named twice" in capsys.readouterr().err

@@ -8,6 +8,8 @@ the config and jit compiles once per config. `SECTIONS` groups the fields by wha
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 
 import numpy as np
 
@@ -146,8 +148,9 @@ class Config:
         return max(1, int(self.num_steps * self.eps_horizon_fraction))
 
     @classmethod
-    def paper(cls, **overrides) -> Config:
+    def paper(cls, *positional, **overrides) -> Config:
         """The paper's defaults: depths 2..5, 1000 episodes of 10 steps."""
+        _keywords_only(positional)
         return cls(**overrides)
 
     @classmethod
@@ -163,8 +166,9 @@ class Config:
         return cls(**base)
 
     @classmethod
-    def tiny(cls, **overrides) -> Config:
+    def tiny(cls, *positional, **overrides) -> Config:
         """Small and fast, for tests and smoke runs."""
+        _keywords_only(positional)
         base = dict(
             min_depth=1,
             max_depth=3,
@@ -181,6 +185,34 @@ class Config:
         )
         base.update(overrides)
         return cls(**base)
+
+
+def _keywords_only(positional: tuple) -> None:
+    if positional:
+        raise ConfigError(
+            f"Config takes keyword arguments only (e.g. Config.tiny(hidden=32)), got "
+            f"{len(positional)} positional: {positional[0]!r}."
+        )
+
+
+_dataclass_init = Config.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _checked_init(self, *positional, **fields):
+    """The dataclass's __init__, with a misspelt field a ConfigError naming the near ones (as
+    `--set` does), not Python's TypeError."""
+    _keywords_only(positional)
+    for name in fields:
+        if name not in _FIELD_NAMES:
+            close = difflib.get_close_matches(name, _FIELD_NAMES, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"Config has no field {name!r}.{hint}")
+    _dataclass_init(self, **fields)
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
+Config.__init__ = _checked_init
 
 
 # What `Config.decoupled` changes from the paper's defaults; `--backbone decoupled` starts here.

@@ -35,6 +35,7 @@ class ConfigError(ValueError):
 INT32_MAX = 2**31 - 1
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32
+MAX_SUBGRAPH = 2**30
 # What each field annotation asks for, in words (the errors and `--set` say it).
 WANTED = {
     "int": "a whole number",
@@ -136,6 +137,11 @@ def _validate_backbone_and_engine(c) -> None:
         f"engine must be one of {ENGINES}, got {c.engine!r} (e.g. --engine subgraph).",
     )
     _check(
+        max(c.subgraph_nodes, c.subgraph_edges) <= MAX_SUBGRAPH,
+        f"subgraph_nodes and subgraph_edges must be at most {MAX_SUBGRAPH} (a padded subgraph "
+        f"adds rows to them in int32), got {c.subgraph_nodes} and {c.subgraph_edges}.",
+    )
+    _check(
         c.subgraph_nodes >= 2 and c.subgraph_edges >= c.subgraph_nodes,
         f"need subgraph_nodes >= 2 and subgraph_edges >= subgraph_nodes (every node has a "
         f"self-loop), got {c.subgraph_nodes} and {c.subgraph_edges}.",
@@ -199,6 +205,14 @@ def _validate_mdp_and_agent(c) -> None:
         f"transition must be one of {TRANSITIONS}, got {c.transition!r}.",
     )
     _check(0.0 <= c.gamma < 1.0, f"gamma must be in [0, 1), got {c.gamma}.")
+    _check(  # <= 0 would train the agent toward the worst depths, or on no signal at all
+        c.reward_scale > 0, f"reward_scale must be > 0, got {c.reward_scale}."
+    )
+    _check(
+        c.num_episodes * c.steps_per_episode <= INT32_MAX,
+        f"num_episodes x steps_per_episode is {c.num_episodes * c.steps_per_episode} MDP "
+        f"steps, beyond the int32 step counter (at most {INT32_MAX}).",
+    )
     _check(
         0.0 <= c.eps_end <= c.eps_start <= 1.0,
         f"need 0 <= eps_end <= eps_start <= 1, got {c.eps_end}, {c.eps_start}.",

@@ -32,6 +32,11 @@ def check_args(args) -> None:
     cannot be written, out-of-range seeds."""
     for name in [*args.datasets, args.dataset]:
         data.check_name(name)
+    twice = [
+        n for i, n in enumerate(args.datasets) if n.lower() in map(str.lower, args.datasets[:i])
+    ]
+    if twice:  # it would be run and tabulated twice
+        raise config_lib.ConfigError(f"--datasets: {twice[0]} is named twice; name it once.")
     if args.data_dir is not None and not pathlib.Path(args.data_dir).is_dir():
         raise data.DataError(f"--data-dir {args.data_dir} does not exist or is not a folder.")
     if args.seeds < 1:
