@@ -198,7 +198,8 @@ def check_memory(compiled, num_seeds: int, available: int | None, resident: int 
             raise ResourceError(
                 f"one seed needs about {per_seed / 2**30:.1f} GiB but about "
                 f"{available / 2**30:.1f} GiB is free: the model is too large for this device. "
-                f"Lower its sizes (hidden widths, q_hidden, buffer_size, replay_capacity, the "
+                f"Lower its sizes (hidden widths, q_hidden, buffer_size, replay_capacity, "
+                f"subgraph_nodes and subgraph_edges for the subgraph and host engines, the "
                 f"number of classes) or use a device with more memory."
             )
         raise ResourceError(
