@@ -126,10 +126,14 @@ def test_a_result_inside_a_checkpoint_folder_is_refused(tmp_path, capsys):
         (lambda: pg.Config.tiny(hiden=32), "Config has no field 'hiden'. Did you mean hidden"),
         (lambda: pg.Config.paper(None), "takes keyword arguments only"),
         (lambda: pg.Config(reward_scale=-100.0), "reward_scale must be > 0"),
-        (lambda: pg.Config(subgraph_nodes=2**31 - 1, subgraph_edges=2**31 - 1),
-         "subgraph_nodes and subgraph_edges must be at most 1073741824"),
-        (lambda: pg.Config(num_episodes=2**30, steps_per_episode=4),
-         "num_episodes x steps_per_episode"),
+        (
+            lambda: pg.Config(subgraph_nodes=2**31 - 1, subgraph_edges=2**31 - 1),
+            "subgraph_nodes and subgraph_edges must be at most 1073741824",
+        ),
+        (
+            lambda: pg.Config(num_episodes=2**30, steps_per_episode=4),
+            "num_episodes x steps_per_episode",
+        ),
     ],
 )
 def test_config_values_that_broke_later_are_refused_when_built(make, message):

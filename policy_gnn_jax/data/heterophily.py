@@ -72,9 +72,9 @@ def default_cache_dir() -> pathlib.Path:
 
 def is_npz_path(name_or_path: str | os.PathLike) -> bool:
     """Whether `name_or_path` names a file (it ends in .npz) rather than a benchmark; a folder
-    so named (of `.npy` arrays, say) is not one."""
+    of `.npy` arrays so named (it holds a meta.json) is not one."""
     path = os.fspath(name_or_path)
-    return path.lower().endswith(".npz") and not os.path.isdir(path)
+    return path.lower().endswith(".npz") and not os.path.isfile(os.path.join(path, "meta.json"))
 
 
 def _benchmark_name(name: str) -> str:
