@@ -90,20 +90,29 @@ def _entry(name, backbone, method, record_or_row, depth=None) -> dict:
 def merged_records(old: dict, entries: list, missing: list, path, args) -> dict:
     """The results file with this run's records for its datasets and backbones; the records of
     others are kept, and this run's pairs replace theirs only if the same or --overwrite."""
-    ran = {(d, b) for d in args.datasets for b in args.backbones}
-    kept = [e for e in old.get("records", []) if (e.get("dataset"), e.get("backbone")) not in ran]
-    by_pair = {f"{d}/{b}": [] for d, b in sorted(ran)}
-    old_by_pair = {key: [] for key in by_pair}
-    for e in entries:
-        by_pair[f"{e['dataset']}/{e['backbone']}"].append(e)
-    for e in old.get("records", []):
-        old_by_pair.get(f"{e.get('dataset')}/{e.get('backbone')}", []).append(e)
-    old_by_pair = {key: rows for key, rows in old_by_pair.items() if rows}
-    records.check_replaced_entries(old_by_pair, by_pair, path, args.overwrite)
-    ran_missing = tuple(f"{d}/{b}" for d, b in ran)
-    kept_missing = [m for m in old.get("missing", []) if not m.startswith(ran_missing)]
+    ran = [f"{d}/{b}" for d in args.datasets for b in args.backbones]
+    old_rows, new_rows = _by_pair(old.get("records", [])), _by_pair(entries)
+    records.check_replaced_entries(
+        {key: old_rows[key] for key in ran if key in old_rows},
+        {key: new_rows.get(key, []) for key in ran},
+        path,
+        args.overwrite,
+    )
+    kept = [e for e in old.get("records", []) if _pair(e) not in ran]
+    kept_missing = [m for m in old.get("missing", []) if not m.startswith(tuple(ran))]
     note = "switches chosen per dataset on validation, decoupled backbone (plus_ablation.json)"
     return {"records": kept + entries, "missing": kept_missing + missing, "plus_switches": note}
+
+
+def _pair(record: dict) -> str:
+    return f"{record.get('dataset')}/{record.get('backbone')}"
+
+
+def _by_pair(rows: list) -> dict:
+    grouped = {}
+    for row in rows:
+        grouped.setdefault(_pair(row), []).append(row)
+    return grouped
 
 
 def _mismatch(record, backbone: str, seeds: int) -> str | None:

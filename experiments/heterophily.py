@@ -318,30 +318,17 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
 def _check_distinct_outputs(args) -> None:
-    """Every file the script writes is its own: one written over another would lose it."""
+    """Every file the script writes is its own: one written over another would lose it. The
+    table (.md) and the figure's points (.depths.npz) differ from the JSON files by suffix."""
     if pathlib.Path(args.figure).suffix.lower() not in FIGURE_SUFFIXES:
         raise pg.ConfigError(
             f"--figure must name an image ({', '.join(FIGURE_SUFFIXES)}), got {args.figure}."
         )
-    results = pathlib.Path(args.results_json)
-    written = {
-        "--options-json": pathlib.Path(args.options_json),
-        "--results-json": results,
-        "--figure": pathlib.Path(args.figure),
-        f"the table ({results.with_suffix('.md')})": results.with_suffix(".md"),
-        f"the figure's points ({results.with_suffix('.depths.npz')})": results.with_suffix(
-            ".depths.npz"
-        ),
-    }
-    seen = {}
-    for flag, path in written.items():
-        key = path.resolve()
-        if key in seen:
-            raise pg.ConfigError(
-                f"{seen[key]} and {flag} are one file ({path}): give each its own, or one would "
-                f"be written over the other."
-            )
-        seen[key] = flag
+    if pathlib.Path(args.options_json).resolve() == pathlib.Path(args.results_json).resolve():
+        raise pg.ConfigError(
+            f"--options-json and --results-json are one file ({args.results_json}): give each "
+            f"its own, or one would be written over the other."
+        )
 
 
 def _check_merged(options: pathlib.Path, results: pathlib.Path) -> None:
