@@ -24,9 +24,10 @@ LAYERS = {
     "fixed_depth": 3,
     "methods": 4,
     "api": 5,
-    "cli": 6,
-    "__init__": 7,
-    "contrib": 8,
+    "split_sweep": 6,
+    "cli": 7,
+    "__init__": 8,
+    "contrib": 9,
 }
 
 

@@ -67,6 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="run several fixed splits (each saved in <out>/split-K) and report mean ± std over "
         "them",
     )
+    run.add_argument(
+        "--split-map",
+        default="map",
+        choices=("map", "vmap", "apart"),
+        action=_StoreGiven,
+        help="--splits as one program, the splits one after another (map: each as a run of its "
+        "own, bit for bit) or batched (vmap: for accelerators), or each compiled apart (apart; "
+        "also with --checkpoint-dir)",
+    )
     length = p.add_argument_group("depths and length")
     length.add_argument("--depths", default=None, help="depths a policy picks from (2-5)")
     length.add_argument("--depth", type=int, default=None, help="gcn: the fixed depth (2)")
@@ -280,6 +289,11 @@ def warn_unused_flags(args) -> None:
         _warn(f"{flag} is not used by --dataset {args.dataset}.")
     if was_given(args, "checkpoint_every") and not args.checkpoint_dir:
         _warn("--checkpoint-every is not used without --checkpoint-dir.")
+    if was_given(args, "split_map") and args.splits is None:
+        _warn("--split-map is not used without --splits.")
+    elif was_given(args, "split_map") and args.checkpoint_dir and args.split_map != "apart":
+        _warn(f"--split-map {args.split_map} is not used with --checkpoint-dir: each split runs "
+              f"apart, checkpointed in a folder of its own.")  # fmt: skip
 
 
 def _unused_data_flags(args) -> list[str]:

@@ -15,7 +15,7 @@ import pathlib
 import sys
 import time
 
-from policy_gnn_jax import config, data, methods
+from policy_gnn_jax import config, data, methods, split_sweep
 from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
 
 
@@ -50,41 +50,83 @@ def parse_splits(text: str, available: int) -> list[int]:
 
 def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     """Fits every split of `args.splits` (`load(split)` gives its dataset, `fit(ds)` its fit),
-    each saved in `out/split-K`, and writes `out/results.json` over the splits; returns it."""
+    each saved in `out/split-K`, and writes `out/results.json` over the splits; returns it.
+
+    The splits not saved already are compiled and run as one program (`split_sweep`), unless
+    `--split-map apart` or `--checkpoint-dir` (each split checkpoints in a folder of its own)."""
     chosen = parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
     method = methods.get(args.method).name
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
     started = time.perf_counter()
-    per_split, reused = [], []
+    datasets = {k: load(k) for k in chosen}
+    batch = _batch_of(args, list(datasets.values()))
+    saved = {k: _reusable(out / f"split-{k}", datasets[k], prepared, method, args, batch)
+             for k in chosen}  # fmt: skip
+    missing = [k for k in chosen if saved[k] is None]
+    for k in missing:  # refused before anything trains
+        outputs.check_no_result(out / f"split-{k}", args.overwrite, "--overwrite")
+    # Under vmap the joined splits' bits depend on the batch: a missing split is trained with
+    # all of them, as the first sweep did (the saved ones come out the same again).
+    trained = _fit_missing(args, cfg, datasets, chosen if batch else missing) if missing else {}
+    per_split = []
     for k in chosen:
-        ds = load(k)
-        folder = out / f"split-{k}"
-        record = _reusable(folder, ds, prepared, method, args)
+        folder, record = out / f"split-{k}", saved[k]
         if record is None:
-            outputs.check_no_result(folder, args.overwrite, "--overwrite")  # before training
-            fitted = fit(ds)
             # Once a split is replaced, what `out` held no longer describes the split folders;
             # a split that failed (diverged, refused, interrupted) replaced nothing.
             _drop_summary(out)
+            fitted = trained[k] if k in trained else fit(datasets[k])
             fitted.save(folder, overwrite=args.overwrite)
             record = fitted.record
-        else:
-            reused.append(k)
         print(f"split {k}: {records.summary_line(record)}", flush=True)
         per_split.append(_split_row(k, folder, record))
     summary = summarise(per_split, record, method, args)
-    summary["reused_splits"] = reused
+    summary["reused_splits"] = [k for k in chosen if saved[k] is not None]
     summary["wall_time_s"] = time.perf_counter() - started
     _drop_summary(out)
     checkpoint.atomic_write_text(out / "results.json", json.dumps(summary, indent=2))
     return summary
 
 
-def _reusable(folder: pathlib.Path, ds, prepared, method: str, args) -> dict | None:
-    """The record of the fit in `folder` if it is this split's run. A damaged one is trained
-    again under --overwrite, else refused with what to do."""
+def _split_map(args) -> str:
+    """How the splits run (`split_sweep.SPLIT_MAPS`): apart where each checkpoints."""
+    return "apart" if args.checkpoint_dir else args.split_map
+
+
+def _batch_of(args, datasets) -> list[int] | None:
+    """The `split_batch` this command's fits record: the splits batched together under vmap
+    (their bits depend on the batch); None where a split's bits are those of a run of its own."""
+    if _split_map(args) != "vmap" or len(datasets) < 2 or not split_sweep.same_sizes(datasets):
+        return None
+    return [ds.split for ds in datasets]
+
+
+def _fit_missing(args, cfg, datasets: dict, splits: list[int]) -> dict:
+    """split -> its `Fit` for `splits` run as one program, where the command joins them; {}
+    where they run one by one (`fit`, as each is saved)."""
+    joined = [datasets[k] for k in splits]
+    if _split_map(args) == "apart" or len(splits) < 2 or not split_sweep.same_sizes(joined):
+        return {}
+    fits = split_sweep.fit_splits(
+        joined,
+        cfg,
+        method=args.method,
+        seeds=args.seeds,
+        seed=args.seed,
+        progress=not args.no_progress,
+        devices=args.devices,
+        seed_mode=args.seed_mode,
+        split_map=args.split_map,
+    )
+    return dict(zip(splits, fits, strict=True))
+
+
+def _reusable(folder: pathlib.Path, ds, prepared, method: str, args, batch) -> dict | None:
+    """The record of the fit in `folder` if it is this split's run (and was run with the same
+    splits, where its bits depend on them). A damaged one is trained again under --overwrite,
+    else refused with what to do."""
     try:
-        return saved_fit.saved_record_of(
+        record = saved_fit.saved_record_of(
             folder, ds, prepared, method, args.seeds, args.seed, args.seed_mode
         )
     except checkpoint.CheckpointError as err:
@@ -95,6 +137,17 @@ def _reusable(folder: pathlib.Path, ds, prepared, method: str, args) -> dict | N
             f"{folder} holds a damaged fit ({err}) Delete {folder}, or pass --overwrite to "
             f"train that split again."
         ) from None
+    if record is None or record.get("split_batch") == batch:
+        return record
+    if args.overwrite:
+        return None
+    made = record.get("split_batch")
+    made = f"--split-map vmap with splits {made}" if made else "--split-map map or apart"
+    raise checkpoint.CheckpointError(
+        f"{folder} holds this split's run made with {made}; under vmap a split's rounding "
+        f"depends on the splits batched with it, so it is not this command's result. Run it as "
+        f"it was made, choose another --out, or pass --overwrite to train it again."
+    )
 
 
 def _drop_summary(out: pathlib.Path) -> None:

@@ -1,0 +1,124 @@
+"""`fit_splits`: one method fitted on several splits of a graph as one compiled program.
+
+    fits = policy_gnn_jax.split_sweep.fit_splits(
+        [load_dataset("texas", split=k) for k in range(10)], config, method="gcn", seeds=3)
+
+Each split gets the `Fit` that `fit` would give it (its record, its selected snapshots, saveable
+and loadable), but the splits are traced and compiled once (`runtime.split_batch`). How they then
+run is `split_map`:
+- "map" (default): one after another inside the program. Each split's result is bit-identical to
+  `fit` on that split alone, so how splits are grouped never changes a number.
+- "vmap": batched like seeds, which an accelerator runs at once. A split's float rounding may then
+  depend on the splits beside it (as a seed's does on the seeds beside it under vmap), so each
+  record names them (`split_batch`).
+- "apart": each split compiled and run on its own (`fit`, one after another).
+Splits whose programs differ (different split sizes) run apart whatever `split_map` says.
+"""
+
+from __future__ import annotations
+
+import time
+
+from policy_gnn_jax import api, methods
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.runtime import processes, runner, split_batch
+
+SPLIT_MAPS = ("map", "vmap", "apart")
+
+
+def fit_splits(
+    datasets: list,
+    config: config_lib.Config | None = None,
+    *,
+    method: str | methods.Method = "policy-gnn",
+    seeds: int = 10,
+    seed: int = 0,
+    progress: bool = True,
+    devices: int | None = None,
+    seed_mode: str = "vmap",
+    split_map: str = "map",
+) -> list[api.Fit]:
+    """`fit` of `method` on each dataset (`seeds` seeds from `seed`: the same keys on every
+    split), as one program where their programs are one (`split_map`, above). No checkpoints: a
+    joined sweep that stops saves nothing (fit the splits one by one with `checkpoint_dir` for
+    that). Returns one `Fit` per dataset, in order."""
+    config = config_lib.Config.paper() if config is None else config
+    _check(datasets, split_map)
+    for ds in datasets:
+        seed, seeds, progress = api._check_arguments(
+            ds, config, seeds, progress, 1, devices, seed_mode, seed
+        )
+    entry = methods.get(method)
+    entry.check_parts(None, None, config)
+    prepared = entry.prepare(config)
+    keys = runner.seed_keys(seed, seeds)
+    graphs = [entry.graph(prepared, ds) for ds in datasets]
+    trainers = [entry.make_trainer(prepared, ds, g, None, None)
+                for ds, g in zip(datasets, graphs, strict=True)]  # fmt: skip
+    joined = None
+    if split_map != "apart" and len(datasets) > 1 and same_sizes(datasets):
+        joined = split_batch.stack_trainers(trainers, keys[0], split_map=split_map)
+    if joined is None:  # one after another, each its own program
+        run = dict(method=entry, seeds=seeds, seed=seed, progress=progress, devices=devices,
+                   seed_mode=seed_mode)  # fmt: skip
+        return [api.fit(ds, config, **run) for ds in datasets]
+    options = api._compiler_options(entry, prepared, graphs[0])
+    start = time.perf_counter()
+    outputs = runner.run_trainer(
+        joined,
+        keys,
+        desc=f"{entry.describe(prepared)} on {len(datasets)} splits of {datasets[0].name}",
+        progress=progress,
+        hints=entry.divergence_hints(prepared, datasets[0]),
+        devices=devices,
+        seed_mode=seed_mode,
+        compiler_options=options,
+        matmul_precision=prepared.matmul_precision,
+    )
+    run = dict(entry=entry, config=prepared, options=options, wall=time.perf_counter() - start,
+               seeds=seeds, seed=seed, seed_mode=seed_mode)  # fmt: skip
+    batch = None  # under "map" a split's bits are its own run's, whatever ran beside it
+    if split_map == "vmap":
+        batch = [getattr(ds, "split", k) for k, ds in enumerate(datasets)]
+    return [
+        _split_fit(k, trainers[k], datasets[k], graphs[k], outputs, batch, **run)
+        for k in range(len(datasets))
+    ]
+
+
+def _check(datasets, split_map) -> None:
+    if not isinstance(datasets, list | tuple) or not datasets:
+        raise config_lib.ConfigError(
+            f"datasets must be a non-empty list of Datasets, got {datasets!r:.80}."
+        )
+    if split_map not in SPLIT_MAPS:
+        raise config_lib.ConfigError(f"split_map must be one of {SPLIT_MAPS}, got {split_map!r}.")
+    if processes.count() > 1:
+        raise config_lib.ConfigError("fit_splits runs in one process: fit one split at a time.")
+
+
+def _split_fit(k, trainer, ds, g, outputs, batch, *, entry, config, options, wall, seeds, seed,
+               seed_mode) -> api.Fit:  # fmt: skip
+    """Split k's `Fit`, cut from the joined run's outputs (the split axis after the seeds')."""
+    state, metrics, results = outputs
+    state = split_batch.split_state(state, k, axis=1)
+    metrics = split_batch.split_state(metrics, k, axis=2)  # [S, total, splits, ...]
+    results = split_batch.split_state(results, k, axis=1)
+    run = (ds, config, entry.name, seeds, seed)
+    metrics, results, selected = api._every_seed(trainer, entry, state, metrics, results, run)
+    record = api._record(entry, ds, config, g, options, None, metrics, results, wall, seeds, seed,
+                         seed_mode)  # fmt: skip
+    if batch is not None:  # batched: its rounding may depend on the splits beside it
+        record["split_batch"] = batch
+    return api.Fit(record, config, entry.name, ds, *selected)
+
+
+def same_sizes(datasets) -> bool:
+    """Whether the datasets have the same shapes (nodes, features, edges, classes, and the size
+    of each split): the precondition for their programs to be one."""
+
+    def sizes(ds):
+        return (ds.features.shape, ds.edges.shape, ds.num_classes, len(ds.train_index),
+                len(ds.val_index), len(ds.test_index))  # fmt: skip
+
+    return all(sizes(ds) == sizes(datasets[0]) for ds in datasets[1:])

@@ -1,0 +1,131 @@
+"""Several splits as one compiled program (`split_sweep.fit_splits`, `--split-map`): under "map"
+each split's result is the one a run of its own gives, bit for bit; under "vmap" each split's
+`Fit` is its own split's (its predictions score its own record); splits that are not one program
+run apart; the command never reuses a split made under another batching."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from test_splits import _argv, _benchmark_file
+
+import policy_gnn_jax as pg
+from policy_gnn_jax import cli, data, split_sweep
+from policy_gnn_jax.runtime import runner
+
+TINY = dict(num_episodes=3, epochs=6)
+
+
+def _splits(tmp_path, count=3):
+    file = _benchmark_file(tmp_path / "bench.npz", num_splits=count)
+    return [data.load_dataset(str(file), split=k) for k in range(count)]
+
+
+def _same_leaves(a, b) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+@pytest.mark.parametrize("method", ["gcn", "policy-gnn"])
+def test_under_map_each_split_is_bit_identical_to_a_run_of_its_own(tmp_path, method):
+    datasets = _splits(tmp_path)
+    cfg = pg.Config.tiny(**TINY)
+    joined = split_sweep.fit_splits(datasets, cfg, method=method, seeds=2, progress=False)
+    for ds, fitted in zip(datasets, joined, strict=True):
+        alone = pg.fit(ds, cfg, method=method, seeds=2, progress=False)
+        assert _same_leaves(fitted.params, alone.params)
+        assert _same_leaves(fitted.policy, alone.policy)
+        assert fitted.record["test_accuracy"] == alone.record["test_accuracy"]
+        assert fitted.record["val_accuracy"] == alone.record["val_accuracy"]
+        assert "split_batch" not in fitted.record
+
+
+def test_the_splits_run_as_one_program(tmp_path, monkeypatch):
+    calls = []
+    original = runner.run_trainer
+    monkeypatch.setattr(runner, "run_trainer", lambda *a, **k: calls.append(1) or original(*a, **k))
+    datasets = _splits(tmp_path)
+    cfg = pg.Config.tiny(**TINY)
+    split_sweep.fit_splits(datasets, cfg, method="gcn", seeds=1, progress=False)
+    assert len(calls) == 1
+    split_sweep.fit_splits(datasets, cfg, method="gcn", seeds=1, progress=False, split_map="apart")
+    assert len(calls) == 1 + len(datasets)
+
+
+@pytest.mark.parametrize("method", ["gcn", "random"])
+def test_under_vmap_each_fit_is_its_own_splits(tmp_path, method):
+    """Each split's saved snapshot, predicting its own test nodes, scores what its record says:
+    a split axis taken from the wrong place would give another split's numbers."""
+    datasets = _splits(tmp_path)
+    fits = split_sweep.fit_splits(datasets, pg.Config.tiny(**TINY), method=method, seeds=2,
+                                  progress=False, split_map="vmap")  # fmt: skip
+    tests = []
+    for k, (ds, fitted) in enumerate(zip(datasets, fits, strict=True)):
+        assert fitted.record["split_batch"] == [0, 1, 2] and fitted.dataset.split == k
+        predicted = fitted.predict(ds.test_index)  # [S, T]
+        accuracy = (predicted == ds.labels[ds.test_index][None]).mean(1)
+        np.testing.assert_allclose(accuracy, fitted.record["test_accuracy"]["per_seed"], atol=1e-6)
+        tests.append(fitted.record["test_accuracy"]["per_seed"])
+    assert len({tuple(t) for t in tests}) > 1  # the splits did not all get one split's result
+
+
+def test_splits_of_different_sizes_run_apart(tmp_path):
+    datasets = _splits(tmp_path, count=2)
+    ds = datasets[1]
+    smaller = pg.from_arrays(ds.features, ds.edges, ds.labels, ds.train_index[:-1],
+                             ds.val_index, ds.test_index)  # fmt: skip
+    cfg = pg.Config.tiny(**TINY)
+    assert not split_sweep.same_sizes([datasets[0], smaller])
+    fits = split_sweep.fit_splits([datasets[0], smaller], cfg, method="gcn", seeds=1,
+                                  progress=False, split_map="vmap")  # fmt: skip
+    alone = pg.fit(smaller, cfg, method="gcn", seeds=1, progress=False)
+    assert "split_batch" not in fits[1].record
+    assert _same_leaves(fits[1].params, alone.params)
+
+
+@pytest.mark.parametrize(
+    ("datasets", "extra", "error", "message"),
+    [
+        ([], {}, pg.ConfigError, "non-empty list"),
+        (None, {}, pg.ConfigError, "non-empty list"),
+        ("texas", {}, pg.ConfigError, "non-empty list"),
+        ([1], {}, pg.InvalidDatasetError, "Dataset"),
+        ("ok", {"split_map": "batched"}, pg.ConfigError, "split_map must be one of"),
+    ],
+)
+def test_bad_arguments_are_one_error(tmp_path, datasets, extra, error, message):
+    datasets = _splits(tmp_path, count=2) if datasets == "ok" else datasets
+    with pytest.raises(error, match=message):
+        split_sweep.fit_splits(datasets, pg.Config.tiny(), method="gcn", seeds=1, **extra)
+
+
+def test_the_command_never_reuses_a_split_made_under_another_batching(tmp_path, capsys):
+    file = _benchmark_file(tmp_path / "bench.npz")
+    out = tmp_path / "o"
+    assert cli.main(_argv(file, out, "--splits", "all", "--split-map", "vmap")) == 0
+    made = json.loads((out / "split-1" / "results.json").read_text())
+    assert made["split_batch"] == [0, 1, 2]
+    (out / "results.json").unlink()  # as if stopped before the summary
+    capsys.readouterr()
+    assert cli.main(_argv(file, out, "--splits", "all")) == 2
+    err = capsys.readouterr().err
+    assert "--split-map vmap with splits [0, 1, 2]" in err and "--overwrite" in err
+    assert json.loads((out / "split-1" / "results.json").read_text()) == made  # kept
+    assert cli.main(_argv(file, out, "--splits", "all", "--split-map", "vmap")) == 0
+    assert json.loads((out / "results.json").read_text())["reused_splits"] == [0, 1, 2]
+    (out / "results.json").unlink()
+    assert cli.main(_argv(file, out, "--splits", "all", "--overwrite")) == 0
+    assert "split_batch" not in json.loads((out / "split-1" / "results.json").read_text())
+
+
+def test_split_map_warnings(tmp_path, capsys):
+    file = _benchmark_file(tmp_path / "bench.npz")
+    assert cli.main(_argv(file, tmp_path / "a", "--split", "1", "--split-map", "vmap")) == 0
+    assert "--split-map is not used without --splits" in capsys.readouterr().err
+    argv = _argv(file, tmp_path / "b", "--splits", "0-1", "--split-map", "vmap",
+                 "--checkpoint-dir", str(tmp_path / "ck"))  # fmt: skip
+    assert cli.main(argv) == 0
+    assert "each split runs apart" in capsys.readouterr().err
+    record = json.loads((tmp_path / "b" / "split-1" / "results.json").read_text())
+    assert "split_batch" not in record
+    assert (tmp_path / "ck" / "split-1").is_dir()
