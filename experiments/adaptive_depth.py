@@ -16,7 +16,6 @@ depth (chosen on validation), the label-free rule with the better validation acc
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 
 import policy_gnn_jax as pg
@@ -24,7 +23,13 @@ from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
 from policy_gnn_jax.contrib.reproduction.runs import run_or_load
-from policy_gnn_jax.runtime import checkpoint, outputs, records
+from policy_gnn_jax.contrib.study_shapes import (
+    ABLATION_FILE,
+    ADAPTIVE_DEPTH_FILE,
+    ablation_shape,
+    adaptive_depth_shape,
+)
+from policy_gnn_jax.runtime import checkpoint, outputs, records, study_files
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -69,11 +74,13 @@ def ablate(args) -> None:
         summary[name] = {"backbone": args.backbone, "rows": rows, "chosen_by_val": chosen}
         print(f"{name}: chosen on validation {chosen}")
     path = pathlib.Path(args.ablation_json)
-    merged = checkpoint.read_json(path) if path.exists() else {}
     new = {f"{n}/{args.backbone}": s for n, s in summary.items()}
-    records.check_replaced_entries(merged, new, path, args.overwrite)
-    merged.update(new)
-    checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
+
+    def add(merged: dict) -> dict:  # under the file's lock: another run's entries are kept
+        records.check_replaced_entries(merged, new, path, args.overwrite)
+        return {**merged, **new}
+
+    study_files.merge(path, ABLATION_FILE, ablation_shape, add)
 
 
 def _entry(name, backbone, method, record_or_row, depth=None) -> dict:
@@ -173,10 +180,8 @@ def results(args) -> None:
             if backbone == "decoupled":
                 depth_figure(name, ds, record, out / f"{name}_plus_depths.png")
     path = pathlib.Path(args.results_json)
-    payload = merged_records(
-        checkpoint.read_json(path) if path.exists() else {}, entries, missing, path, args
-    )
-    checkpoint.atomic_write_text(path, json.dumps(payload, indent=2))
+    study_files.merge(path, ADAPTIVE_DEPTH_FILE, adaptive_depth_shape,
+                      lambda old: merged_records(old, entries, missing, path, args))  # fmt: skip
     for e in entries:
         t = e["test_accuracy"]
         depth = f" depth {e['depth']}" if "depth" in e else ""
@@ -273,10 +278,17 @@ def run(args) -> None:
     for name in args.datasets:
         data.check_name(name)
     checkpoint.check_writable_dir(args.out)
+    for flag in ("datasets", "backbones"):  # each would be run, and written, twice
+        named = [n.lower() for n in getattr(args, flag)]
+        twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
+        if twice is not None:
+            raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")
     written = args.ablation_json if args.what == "ablate" else args.results_json
     checkpoint.check_writable_file(written)
-    if pathlib.Path(written).exists():  # merged into after the sweeps: checked before them
-        _read_object(written, "the file the results are merged into")
+    if args.what == "ablate":  # merged into after the sweeps: checked before them
+        study_files.check(written, ABLATION_FILE, ablation_shape)
+    else:
+        study_files.check(written, ADAPTIVE_DEPTH_FILE, adaptive_depth_shape)
     with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
         {"ablate": ablate, "results": results}[args.what](args)
 

@@ -33,7 +33,13 @@ from policy_gnn_jax import data, methods
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.contrib.adaptive_depth import headroom, heterophily_table
 from policy_gnn_jax.contrib.reproduction import figures
-from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
+from policy_gnn_jax.contrib.study_shapes import (
+    HETEROPHILY_FILE,
+    OPTIONS_FILE,
+    heterophily_shape,
+    options_shape,
+)
+from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit, study_files
 
 OPTIONS = {
     "plain": dict(ego_head=False, layer_norm=False),
@@ -221,21 +227,22 @@ def _merge_json(path: pathlib.Path, entries: dict, overwrite: bool, extra: dict 
                 ) -> dict:  # fmt: skip
     """Adds `entries` to the file (under "datasets" with `extra`), keeping every other entry;
     one it holds already is replaced only if the same or `overwrite`. Returns what the file now
-    holds."""
-    merged = _read_json(path)
-    old = merged.get("datasets", {}) if extra is not None else merged
-    records.check_replaced_entries(old, entries, path, overwrite)
-    if extra is not None:
-        old = merged.get("datasets", {})
+    holds. The read and the write are one step under the file's lock (`study_files`)."""
+
+    def add(merged: dict) -> dict:
+        old = merged.get("datasets", {}) if extra is not None else merged
+        records.check_replaced_entries(old, entries, path, overwrite)
+        if extra is None:
+            return {**merged, **entries}
         # Seeds and depths are each dataset's own: a run over some datasets would mislabel the
         # others (files written before say them once, for all).
         old = {n: {"seeds": merged.get("seeds"), "max_depth": merged.get("max_depth"), **e}
                for n, e in old.items()}  # fmt: skip
-        merged = {"datasets": {**old, **entries}}
-    else:
-        merged.update(entries)
-    checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
-    return merged
+        return {"datasets": {**old, **entries}}
+
+    if extra is None:
+        return study_files.merge(path, OPTIONS_FILE, options_shape(OPTIONS), add)
+    return study_files.merge(path, HETEROPHILY_FILE, heterophily_shape, add)
 
 
 def _merge_points(results: pathlib.Path, points: dict) -> dict:
@@ -333,22 +340,8 @@ def _check_distinct_outputs(args) -> None:
 
 def _check_merged(options: pathlib.Path, results: pathlib.Path) -> None:
     """The JSON files merged into hold what this script wrote, checked before the sweeps."""
-    for path in (options, results):
-        try:
-            value = _read_json(path)
-        except checkpoint.CheckpointError:
-            value = None
-        shape_ok = isinstance(value, dict) and (
-            path != results or isinstance(value.get("datasets", {}), dict)
-        )
-        if path == options and shape_ok:
-            shape_ok = all(isinstance(v, dict) and v.get("chosen_by_val") in OPTIONS
-                           for v in value.values())  # fmt: skip
-        if not shape_ok:
-            raise checkpoint.CheckpointError(
-                f"{path} is not a JSON file this script wrote, so its results cannot be merged "
-                f"into it: move it away, or pass another file."
-            )
+    study_files.check(options, OPTIONS_FILE, options_shape(OPTIONS))
+    study_files.check(results, HETEROPHILY_FILE, heterophily_shape)
 
 
 def main(argv=None) -> int:

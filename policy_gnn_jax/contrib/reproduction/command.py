@@ -23,7 +23,8 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction import figures, tables
-from policy_gnn_jax.runtime import checkpoint, outputs, runner
+from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
+from policy_gnn_jax.runtime import checkpoint, outputs, runner, study_files
 
 
 def check_args(args) -> None:
@@ -44,6 +45,7 @@ def check_args(args) -> None:
     checkpoint.check_writable_dir(args.out)
     if args.what == "headroom":
         checkpoint.check_writable_file(args.headroom_json)
+        study_files.check(args.headroom_json, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES))
 
 
 def main(argv=None) -> int:

@@ -10,10 +10,12 @@ import pathlib
 import numpy as np
 
 from policy_gnn_jax import api, data, fixed_depth, methods
+from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.contrib.adaptive_depth import headroom as pg_headroom
 from policy_gnn_jax.contrib.reproduction import runs as run_cache
 from policy_gnn_jax.contrib.reproduction import tables
-from policy_gnn_jax.runtime import checkpoint, records
+from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
+from policy_gnn_jax.runtime import checkpoint, records, study_files
 
 
 def figures(args) -> None:
@@ -170,14 +172,18 @@ def headroom(args) -> None:
     lines += [f"- {name} skipped: {reason}" for name, reason in skipped.items()]
     text = "\n".join(lines) + "\n"
     merged_path = pathlib.Path(args.headroom_json)
-    merged = checkpoint.read_json(merged_path) if merged_path.exists() else {}
-    records.check_replaced_entries(  # before anything is written
-        merged.get(args.backbone, {}), analyses, merged_path, args.overwrite
-    )
-    merged[args.backbone] = {**merged.get(args.backbone, {}), **analyses}
+
+    def add_backbone(merged: dict) -> dict:  # refuses to change another run's entry
+        records.check_replaced_entries(
+            merged.get(args.backbone, {}), analyses, merged_path, args.overwrite
+        )
+        return {**merged, args.backbone: {**merged.get(args.backbone, {}), **analyses}}
+
+    study_files.check(merged_path, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES))
     checkpoint.atomic_write_text(out / "headroom.md", text)
     checkpoint.atomic_write_text(out / "headroom.json", json.dumps(analyses, indent=2))
-    checkpoint.atomic_write_text(merged_path, json.dumps(merged, indent=2))
+    study_files.merge(merged_path, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES),
+                      add_backbone)  # fmt: skip
     print(text)
 
 

@@ -1,0 +1,66 @@
+"""The JSON files that studies merge their entries into (the headroom analysis, the
+adaptive-depth study and its ablation, the heterophily study): read, checked and written back
+as one step under a lock, so nothing of another run is lost.
+
+Each script names the shape its file has (`shape_ok`; the studies' own are in
+`contrib/study_shapes.py`). A file of another shape is not merged
+into (a saved fit's results.json, another tool's JSON): the merge would replace what it held,
+and it is refused before any sweep and again at the write. Two runs merging into one file at
+once take turns: the read, the merge and the atomic write happen under an exclusive `flock` on
+the file's folder (a folder's inode stays while the file is replaced by renames; the lock is
+held for milliseconds, and other files in the folder are not affected), so each run's entries
+are added to what the other wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pathlib
+from collections.abc import Callable
+
+from policy_gnn_jax.runtime import checkpoint, outputs
+
+
+def check(path, what: str, shape_ok: Callable[[object], bool]) -> dict:
+    """What `path` holds ({} when it does not exist yet). CheckpointError when it is a saved
+    fit's file or not a file of this kind (`shape_ok`), naming `what` it should be."""
+    path = pathlib.Path(path)
+    folder = path.parent
+    if path.name in outputs.RESULT_FILES and (folder / "fit.json").is_file():
+        raise checkpoint.CheckpointError(
+            f"{path} is a file of the saved fit in {folder}, not {what}: merging into it would "
+            f"break that fit. Pass another file."
+        )
+    if not path.exists():
+        return {}
+    value = checkpoint.read_json(path)
+    if not shape_ok(value):
+        raise checkpoint.CheckpointError(
+            f"{path} is not {what} (its contents have another shape), so nothing is merged "
+            f"into it: move it away, or pass another file."
+        )
+    return value
+
+
+def merge(path, what: str, shape_ok, update: Callable[[dict], dict]) -> dict:
+    """Writes `update(what the file holds now)` to `path` (atomically), the read and the write
+    under the folder's lock; returns what was written. `update` may refuse (raise): then
+    nothing is written."""
+    path = pathlib.Path(path)
+    with _folder_locked(path.parent):
+        merged = update(check(path, what, shape_ok))
+        checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
+    return merged
+
+
+@contextlib.contextmanager
+def _folder_locked(folder: pathlib.Path):
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits for another run's merge: milliseconds
+        yield
+    finally:
+        os.close(fd)  # releases the lock

