@@ -118,3 +118,29 @@ def test_a_name_given_twice_to_adaptive_depth_is_refused(experiment, tmp_path, c
             "--results-json", str(tmp_path / "r.json")]  # fmt: skip
     assert experiment("adaptive_depth").main(argv) == 2
     assert "is named twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [b"/tmp", 123])
+def test_a_path_of_the_wrong_type_is_the_librarys_error(tmp_path, bad):
+    """Before: pathlib's own TypeError from deep inside (bytes, an int)."""
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    with pytest.raises(pg.DataError, match="data_dir must be a folder's path"):
+        pg.load_dataset("texas", data_dir=bad)
+    with pytest.raises(pg.DataError, match="must be a folder's path"):
+        pg.data.load_arrays(bad)
+    with pytest.raises(pg.CheckpointError, match="checkpoint folder must be a path"):
+        pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, checkpoint_dir=bad)
+
+
+def test_reproduce_does_not_reuse_a_run_made_on_other_data(reproduce_module, tmp_path, capsys):
+    """Before: a dataset given as a path whose file now holds another graph got the saved run's
+    numbers (the saved data fingerprint was not compared)."""
+    first = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100, seed=0)
+    other = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100, seed=1)
+    cfg = pg.Config.tiny(epochs=2)
+    out = tmp_path / "run"
+    reproduce_module.run_or_load(out, first, cfg, "gcn", 1)
+    with pytest.raises(pg.CheckpointError, match="its data differ"):
+        reproduce_module.run_or_load(out, other, cfg, "gcn", 1)
+    reproduce_module.run_or_load(out, first, cfg, "gcn", 1)
+    assert "reusing" in capsys.readouterr().out

@@ -25,6 +25,17 @@ class DataError(RuntimeError):
     """A dataset could not be found, downloaded or verified. The message says what to do."""
 
 
+def check_path_argument(value, what: str):
+    """`value` as given when it is a path (text or an os.PathLike); DataError naming `what`
+    otherwise (bytes or a number would fail inside pathlib)."""
+    if not isinstance(value, str | os.PathLike) or isinstance(os.fspath(value), bytes):
+        raise DataError(
+            f"{what} must be a folder's path (text or a pathlib.Path), got {type(value).__name__}: "
+            f"{value!r:.60}."
+        )
+    return value
+
+
 class MissingDataError(DataError):
     """A raw file is not on this machine and cannot be downloaded (a sweep skips the dataset)."""
 

@@ -19,7 +19,12 @@ import pathlib
 import numpy as np
 
 from policy_gnn_jax.data.arrays import from_arrays
-from policy_gnn_jax.data.dataset import DataError, Dataset, InvalidDatasetError
+from policy_gnn_jax.data.dataset import (
+    DataError,
+    Dataset,
+    InvalidDatasetError,
+    check_path_argument,
+)
 from policy_gnn_jax.data.generators import (
     _check_csbm_args,
     _check_whole,
@@ -300,7 +305,7 @@ def load_arrays(folder, name: str | None = None) -> Dataset:
       ValueError (InvalidDatasetError): an array of the wrong shape or type, or what
         `from_arrays` refuses.
     """
-    folder = pathlib.Path(folder)
+    folder = pathlib.Path(check_path_argument(folder, "the folder of arrays"))
     if not folder.is_dir():
         raise DataError(
             f"{folder} is not a folder: pass a folder holding {', '.join(ARRAY_FILES)} and "

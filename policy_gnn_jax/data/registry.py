@@ -8,7 +8,7 @@ import inspect
 import os
 import pathlib
 
-from policy_gnn_jax.data.dataset import DataError, Dataset
+from policy_gnn_jax.data.dataset import DataError, Dataset, check_path_argument
 from policy_gnn_jax.data.generators import make_csbm, make_planted_depth
 from policy_gnn_jax.data.heterophily import HETEROPHILY_NAMES, is_npz_path, load_heterophily
 from policy_gnn_jax.data.ogb import OGB_NAMES, load_ogbn_arxiv
@@ -69,6 +69,8 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
     or generates `csbm` / `planted` (keyword arguments go to the generator). Raises DataError for
     an unknown name."""
     name = check_name(name)
+    if data_dir is not None:
+        check_path_argument(data_dir, "data_dir")
     if not isinstance(download, bool):  # "no" would read as true
         raise DataError(f"download must be True or False, got {download!r}.")
     generators = {"csbm": make_csbm, "planted": make_planted_depth}

@@ -72,6 +72,10 @@ def read_json(path: str | os.PathLike):
 def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
     """`path` as a folder to use: not an empty path (the current folder, unasked), an existing
     file, nor a link to nothing."""
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise CheckpointError(
+            f"the {what} must be a path (text or a pathlib.Path), got {type(path).__name__}."
+        )
     if isinstance(path, str) and not path.strip():
         raise CheckpointError(f"the {what} is an empty path: name a folder.")
     path = pathlib.Path(path)

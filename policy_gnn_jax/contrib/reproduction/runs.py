@@ -33,9 +33,10 @@ def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None
 def run_or_load(
     out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", seed=0, replace=False
 ) -> dict:
-    """Runs one sweep unless a matching results.json is already saved there (same config, seeds,
-    method and seed mode; records from before the mode was recorded were all vmapped). A saved
-    run of anything else is replaced only with `replace` (`--overwrite`): never lost silently."""
+    """Runs one sweep unless a matching results.json is already saved there (same data, config,
+    seeds, method and seed mode; records from before the mode was recorded were all vmapped).
+    A saved run of anything else is replaced only with `replace` (`--overwrite`): never lost
+    silently."""
     made = not out.exists()
     try:
         with outputs.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
@@ -58,7 +59,7 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
                 f"{path} is not the results.json of a run (it holds {str(record)[:60]}): move "
                 f"it away, or pass --overwrite to replace it."
             )
-        differs = _differences(record, cfg, method, seeds, seed_mode)
+        differs = _differences(record, ds, cfg, method, seeds, seed_mode)
         if not differs:
             print(f"reusing {path}: {methods.summary_line(record)}")
             return record
@@ -77,9 +78,13 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
     return record
 
 
-def _differences(record: dict, cfg, method, seeds, seed_mode) -> list[str]:
-    """What makes a saved run another one than this command's, by name."""
+def _differences(record: dict, ds, cfg, method, seeds, seed_mode) -> list[str]:
+    """What makes a saved run another one than this command's, by name. The data too: a
+    dataset given as a path may hold another graph now (runs saved before the record had a
+    fingerprint are taken at their word)."""
     found = [] if configs_match(record["config"], cfg, method) else ["config"]
+    fingerprint = ds.fingerprint()
+    found += ["data"] if record.get("dataset_fingerprint", fingerprint) != fingerprint else []
     found += ["seeds"] if record["seeds"] != seeds else []
     found += ["method"] if record["method"] != method else []
     found += ["seed mode"] if record.get("seed_mode", "vmap") != seed_mode else []
