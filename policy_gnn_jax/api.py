@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import pathlib
 import time
+import warnings
 from typing import Any
 
 import jax
@@ -31,6 +32,7 @@ from policy_gnn_jax.backbones.base import Backbone
 from policy_gnn_jax.graph import host
 from policy_gnn_jax.mdp import host_prediction, loop
 from policy_gnn_jax.runtime import (
+    arguments,
     checkpoint,
     compilation,
     processes,
@@ -41,48 +43,6 @@ from policy_gnn_jax.runtime import (
 from policy_gnn_jax.runtime.saved_fit import config_from_dict, run_fingerprint
 
 METHODS = methods.names()
-
-
-def _check_arguments(dataset, config, seeds, progress, checkpoint_every, devices, seed_mode, seed):
-    """What `fit` is given, checked before anything is built (a wrong type would otherwise
-    fail deep inside JAX, or after the first chunk has trained). Returns seed, seeds and
-    progress as Python's int and bool (numpy's are welcome; the record is JSON)."""
-    if isinstance(seed, bool | np.bool_):
-        raise config_lib.ConfigError(f"seed must be a whole number, got {seed!r}.")
-    if not isinstance(dataset, data.Dataset):
-        raise data.InvalidDatasetError(
-            f"dataset must be a policy_gnn_jax.Dataset (from_arrays, from_jraph, load_dataset), "
-            f"got {type(dataset).__name__}."
-        )
-    if not isinstance(config, config_lib.Config):
-        raise config_lib.ConfigError(
-            f"config must be a policy_gnn_jax.Config, got {type(config).__name__}: build one "
-            f"with Config(**values) or Config.paper(**overrides)."
-        )
-    for name, value in {"seeds": seeds, "checkpoint_every": checkpoint_every}.items():
-        if not _whole(value) or value < 1:
-            raise config_lib.ConfigError(f"{name} must be a whole number >= 1, got {value!r}.")
-    if devices is not None and (not _whole(devices) or devices < 1):
-        raise config_lib.ConfigError(
-            f"devices must be None or a whole number >= 1, got {devices!r}."
-        )
-    if jax.config.jax_enable_x64:  # every program is written, and checked, in 32 bits
-        raise config_lib.ConfigError(
-            "64-bit JAX is on (JAX_ENABLE_X64 or jax.config.update('jax_enable_x64', True)): "
-            "policy-gnn-jax computes in 32 bits, and its results would silently differ. Turn it "
-            "off for this process."
-        )
-    if not isinstance(progress, (bool, np.bool_)):  # numpy's bools are True or False too
-        raise config_lib.ConfigError(f"progress must be True or False, got {progress!r}.")
-    if seed_mode not in runner.SEED_MODES:
-        raise config_lib.ConfigError(
-            f"seed_mode must be one of {runner.SEED_MODES}, got {seed_mode!r}."
-        )
-    return (int(seed) if isinstance(seed, np.integer) else seed), int(seeds), bool(progress)
-
-
-def _whole(value) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 def fit(
@@ -126,11 +86,12 @@ def fit(
       input; DivergenceError (FloatingPointError): training produced NaN/inf.
     """
     config = config_lib.Config.paper() if config is None else config
-    seed, seeds, progress = _check_arguments(
+    seed, seeds, progress = arguments.check_fit_arguments(
         dataset, config, seeds, progress, checkpoint_every, devices, seed_mode, seed
     )
     entry = methods.get(method)
     entry.check_parts(backbone, agent, config)
+    _warn_unread_switches(entry, config)
     config = entry.prepare(config)
     low, high = processes.seed_block(seeds)  # all of them in one process
     keys = runner.seed_keys(seed, seeds)[low:high]
@@ -165,6 +126,23 @@ def fit(
     fitted = Fit(record, config, entry.name, dataset, *selected)
     fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
     return fitted
+
+
+def _warn_unread_switches(entry: methods.Method, given: config_lib.Config) -> None:
+    """A switch turned on that the method never reads, or that it turns off (`prepare`), is
+    said: the run is not what the config asked for (the command line says the same of its
+    flags). Other fields a method ignores are not: one config serves several methods."""
+    default, ran = config_lib.Config(), entry.prepare(given)
+    for field in (f.name for f in dataclasses.fields(given)):
+        if getattr(given, field) is not True or getattr(default, field) is True:
+            continue
+        set_by_method = getattr(entry.prepare(dataclasses.replace(given, **{field: False})), field)
+        if getattr(ran, field) is not True or (field in entry.ignores and not set_by_method):
+            warnings.warn(
+                f"Config.{field}=True is not used by method {entry.name!r}: the run goes on "
+                f"without it.",
+                stacklevel=3,
+            )
 
 
 def _record(entry, ds, config, g, options, ckpt, metrics, results, wall, seeds, seed, seed_mode):
@@ -339,6 +317,7 @@ def load(
     """Reads a `Fit` written by `Fit.save` (or by `policy-gnn --out DIR`), every file checked
     against the fit's manifest. A fit trained with your own `backbone` or `agent` needs the same
     one passed again here."""
+    arguments.check_jax_modes()  # predicting runs the library's programs
     meta, record, ds, leaves = saved_fit.read(directory)
     out = pathlib.Path(directory)
     try:

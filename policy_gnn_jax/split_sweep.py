@@ -21,7 +21,7 @@ import time
 
 from policy_gnn_jax import api, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import processes, runner, split_batch
+from policy_gnn_jax.runtime import arguments, processes, runner, split_batch
 
 SPLIT_MAPS = ("map", "vmap", "apart")
 
@@ -45,7 +45,7 @@ def fit_splits(
     config = config_lib.Config.paper() if config is None else config
     _check(datasets, split_map)
     for ds in datasets:
-        seed, seeds, progress = api._check_arguments(
+        seed, seeds, progress = arguments.check_fit_arguments(
             ds, config, seeds, progress, 1, devices, seed_mode, seed
         )
     entry = methods.get(method)
@@ -62,6 +62,7 @@ def fit_splits(
         run = dict(method=entry, seeds=seeds, seed=seed, progress=progress, devices=devices,
                    seed_mode=seed_mode)  # fmt: skip
         return [api.fit(ds, config, **run) for ds in datasets]
+    api._warn_unread_switches(entry, config)  # as `fit` does for a split run alone
     options = api._compiler_options(entry, prepared, graphs[0])
     start = time.perf_counter()
     outputs = runner.run_trainer(

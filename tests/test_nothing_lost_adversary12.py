@@ -8,6 +8,7 @@ import json
 import threading
 import time
 
+import jax
 import pytest
 from test_heterophily import HETEROPHILY_DIR
 
@@ -144,3 +145,44 @@ def test_reproduce_does_not_reuse_a_run_made_on_other_data(reproduce_module, tmp
         reproduce_module.run_or_load(out, other, cfg, "gcn", 1)
     reproduce_module.run_or_load(out, first, cfg, "gcn", 1)
     assert "reusing" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("method", "switch"),
+    [("policy-gnn", "random_policy"), ("gcn", "audit"), ("policy-gnn-plus", "audit")],
+)
+def test_a_switch_the_method_never_reads_is_said(method, switch):
+    """Before: random_policy=True with policy-gnn trained the DQN (the record said False), and
+    audit=True with gcn did no audit, both without a word."""
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    cfg = pg.Config.tiny(num_episodes=2, epochs=2, **{switch: True})
+    with pytest.warns(UserWarning, match=f"Config.{switch}=True is not used by method"):
+        pg.fit(ds, cfg, method=method, seeds=1, progress=False)
+
+
+@pytest.mark.parametrize("method", ["random", "policy-gnn"])
+def test_a_switch_the_method_reads_is_not_warned_about(method, recwarn):
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    cfg = pg.Config.tiny(num_episodes=2, random_policy=method == "random", audit=True)
+    pg.fit(ds, cfg, method=method, seeds=1, progress=False)
+    assert not [w for w in recwarn if "is not used by method" in str(w.message)]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "variable"),
+    [
+        ("jax_numpy_rank_promotion", "raise", "JAX_NUMPY_RANK_PROMOTION"),
+        ("jax_numpy_dtype_promotion", "strict", "JAX_NUMPY_DTYPE_PROMOTION"),
+    ],
+)
+def test_jaxs_strict_numpy_modes_are_refused_up_front(name, value, variable):
+    """Before: a broadcasting error from deep inside the agent, naming no fix."""
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    cfg = pg.Config.tiny(num_episodes=2)  # built before the mode is set
+    old = getattr(jax.config, name)
+    jax.config.update(name, value)
+    try:
+        with pytest.raises(pg.ConfigError, match=f"{variable}={value}"):
+            pg.fit(ds, cfg, method="policy-gnn", seeds=1, progress=False)
+    finally:
+        jax.config.update(name, old)
