@@ -91,8 +91,7 @@ def fit(
     )
     entry = methods.get(method)
     entry.check_parts(backbone, agent, config)
-    _warn_unread_switches(entry, config)
-    config = entry.prepare(config)
+    config = _prepared(entry, config)
     low, high = processes.seed_block(seeds)  # all of them in one process
     keys = runner.seed_keys(seed, seeds)[low:high]
     g = entry.graph(config, dataset)  # validates the dataset again: nothing unchecked reaches jit
@@ -126,6 +125,12 @@ def fit(
     fitted = Fit(record, config, entry.name, dataset, *selected)
     fitted._cache.update(custom_backbone=backbone, custom_agent=agent)
     return fitted
+
+
+def _prepared(entry: methods.Method, config: config_lib.Config) -> config_lib.Config:
+    """The config as `entry` runs it, after saying what of it the method will not use."""
+    _warn_unread_switches(entry, config)
+    return entry.prepare(config)
 
 
 def _warn_unread_switches(entry: methods.Method, given: config_lib.Config) -> None:
