@@ -186,3 +186,37 @@ def test_jaxs_strict_numpy_modes_are_refused_up_front(name, value, variable):
             pg.fit(ds, cfg, method="policy-gnn", seeds=1, progress=False)
     finally:
         jax.config.update(name, old)
+
+
+@pytest.mark.parametrize("extra", [[], ["--overwrite"], ["--splits", "0-1", "--overwrite"]])
+def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys, extra):
+    """Before: refused with advice to pass --overwrite, which then replaced the user's graph
+    (DIR/dataset.npz) with the fit's own dataset file."""
+    out = tmp_path / "o"
+    out.mkdir()
+    graph = out / "dataset.npz"
+    graph.write_bytes((HETEROPHILY_DIR / "texas.npz").read_bytes())
+    before = graph.read_bytes()
+    argv = ["--dataset", str(graph), "--method", "gcn", "--epochs", "2", "--seeds", "1",
+            "--no-progress", "--out", str(out), *extra]  # fmt: skip
+    assert pg.cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "would be replaced" in err and "--overwrite" not in err.split("would be replaced")[1]
+    assert graph.read_bytes() == before
+
+
+def test_the_backend_variable_that_was_set_is_the_one_named(tmp_path):
+    """Before: JAX_PLATFORM_NAME=cuda was answered with "Unset JAX_PLATFORMS", a variable that
+    was not set."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    env["JAX_PLATFORM_NAME"] = "cuda"
+    argv = [sys.executable, "-m", "policy_gnn_jax.cli", "--dataset", "texas", "--data-dir",
+            str(HETEROPHILY_DIR), "--method", "gcn", "--epochs", "2", "--seeds", "1",
+            "--no-progress", "--out", str(tmp_path / "o")]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "Unset JAX_PLATFORM_NAME" in done.stderr and "JAX_PLATFORMS" not in done.stderr

@@ -188,6 +188,7 @@ def _main(argv) -> int:
             out, made_out = pathlib.Path(args.out), not pathlib.Path(args.out).exists()
         else:  # a new folder of its own: runs started together never share one
             out, made_out = outputs.new_folder("results", _default_stem(args, config)), True
+        outputs.check_input_kept(out, args.dataset)
         outputs.check_no_result(out, args.overwrite, "--overwrite")  # before creating anything
         before = result_stamp(args, out)  # what a result there was before this run
         checkpoint.check_writable_dir(out)
@@ -332,12 +333,14 @@ def start_backend() -> None:
     try:
         jax.devices()
     except (RuntimeError, AssertionError) as err:  # jax asserts when JAX_PLATFORMS names none
-        platforms = os.environ.get("JAX_PLATFORMS")
-        named = f" for JAX_PLATFORMS={platforms}" if platforms else ""
+        # JAX still reads the older JAX_PLATFORM_NAME too: name the variable that was set.
+        variables = [v for v in ("JAX_PLATFORMS", "JAX_PLATFORM_NAME") if os.environ.get(v)]
+        named = ", ".join(f"{v}={os.environ[v]}" for v in variables)
         detail = str(err).splitlines()[0][:200] if str(err) else "no such backend"
         raise runner.ResourceError(
-            f"JAX could not start a backend{named} ({detail}). Unset JAX_PLATFORMS to use "
-            f"the devices this machine has, or install the jaxlib for that device."
+            f"JAX could not start a backend{' for ' + named if named else ''} ({detail}). "
+            f"{'Unset ' + ' and '.join(variables) if variables else 'Set JAX_PLATFORMS=cpu'} to "
+            f"use the devices this machine has, or install the jaxlib for that device."
         ) from None
 
 

@@ -88,6 +88,21 @@ def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> Non
         )
 
 
+def check_input_kept(folder: str | os.PathLike, dataset) -> None:
+    """Refuses an output folder where one of a result's files is the input graph itself
+    (`--dataset DIR/dataset.npz --out DIR`): writing the result, or --overwrite, would replace
+    it, and a sweep over splits removes it as an earlier result."""
+    path = pathlib.Path(os.fspath(dataset))
+    if path.name not in RESULT_FILES or not path.is_file():
+        return
+    where, out = path.resolve().parent, pathlib.Path(folder).resolve()
+    if where == out or (where.parent == out and where.name.startswith("split-")):
+        raise CheckpointError(
+            f"the input graph {dataset} is a file a result in {folder} is written to: it would "
+            f"be replaced. Choose another --out, or move the graph out of that folder."
+        )
+
+
 def _check_not_in_checkpoints(folder: pathlib.Path) -> None:
     """A result may not sit inside a checkpoint folder: a run checkpointing there replaces and
     deletes its numbered step folders, with whatever was put in them."""
