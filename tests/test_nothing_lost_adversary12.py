@@ -220,3 +220,11 @@ def test_the_backend_variable_that_was_set_is_the_one_named(tmp_path):
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "Unset JAX_PLATFORM_NAME" in done.stderr and "JAX_PLATFORMS" not in done.stderr
+
+
+@pytest.mark.parametrize("value", [[16, 16], "16,16"])
+def test_a_config_field_of_the_wrong_type_is_refused_in_pythons_words(value):
+    """Before: `Config(q_hidden=[16, 16])` was told to pass "whole numbers separated by commas",
+    the command line's form."""
+    with pytest.raises(pg.ConfigError, match=r"q_hidden must be a tuple of whole numbers, e\.g\. "):
+        pg.Config.tiny(q_hidden=value)

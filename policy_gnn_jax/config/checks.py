@@ -45,6 +45,14 @@ WANTED = {
     "tuple[int, ...]": "whole numbers separated by commas, e.g. 10,10,5",
 }
 
+# The same in Python's words, for a `Config` built in code.
+WANTED_IN_PYTHON = {
+    **WANTED,
+    "bool": "True or False",
+    "str": "a string",
+    "tuple[int, ...]": "a tuple of whole numbers, e.g. (10, 10, 5)",
+}
+
 
 def _check(ok: bool, message: str) -> None:
     if not ok:
@@ -78,7 +86,7 @@ def _validate_types(c) -> None:
         else:  # tuple[int, ...]
             ok = isinstance(value, tuple) and all(_is_int(v) for v in value)
         if not ok:
-            wanted = WANTED[f.type]
+            wanted = WANTED_IN_PYTHON[f.type]
             raise ConfigError(f"{f.name} must be {wanted}, got {value!r}.")
         ints = value if isinstance(value, tuple) else (value,) if f.type == "int" else ()
         for v in ints:
