@@ -21,6 +21,9 @@ prints compile seconds and the ratio to the smallest. Results go to `--out` as J
 
 from __future__ import annotations
 
+import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
+
+# isort: split
 import argparse
 import contextlib
 import functools

@@ -17,6 +17,9 @@ Results go to `--out` as JSON; `--overwrite` replaces an earlier one.
 
 from __future__ import annotations
 
+import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
+
+# isort: split
 import argparse
 import json
 import pathlib

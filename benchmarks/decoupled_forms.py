@@ -21,6 +21,9 @@ memory the cached features take for depths 0..K. Writes docs/results/decoupled_f
 
 from __future__ import annotations
 
+import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
+
+# isort: split
 import argparse
 import dataclasses
 import functools

@@ -15,6 +15,9 @@ depth (chosen on validation), the label-free rule with the better validation acc
 
 from __future__ import annotations
 
+import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
+
+# isort: split
 import argparse
 import pathlib
 

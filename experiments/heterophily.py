@@ -19,6 +19,9 @@ reused while their config, seeds and data match, so a stopped study resumes.
 
 from __future__ import annotations
 
+import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
+
+# isort: split
 import argparse
 import dataclasses
 import io

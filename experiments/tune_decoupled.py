@@ -10,6 +10,9 @@ it. Writes docs/results/decoupled_tuning.json (or --out).
 
 from __future__ import annotations
 
+import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
+
+# isort: split
 import argparse
 import itertools
 import json

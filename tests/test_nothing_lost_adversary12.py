@@ -228,3 +228,28 @@ def test_a_config_field_of_the_wrong_type_is_refused_in_pythons_words(value):
     the command line's form."""
     with pytest.raises(pg.ConfigError, match=r"q_hidden must be a tuple of whole numbers, e\.g\. "):
         pg.Config.tiny(q_hidden=value)
+
+
+@pytest.mark.parametrize("script", ["experiments/reproduce.py", "experiments/heterophily.py"])
+@pytest.mark.parametrize(("signum", "code"), [(2, 130), (15, 143)])
+def test_a_stop_while_a_script_starts_is_one_line(tmp_path, script, signum, code):
+    """Before: a KeyboardInterrupt traceback from inside JAX's imports for Ctrl-C, and no line
+    at all for SIGTERM (the process died of the signal)."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    what, name = ("table", "cora") if "reproduce" in script else ("study", "texas")
+    argv = [sys.executable, script, what, "--datasets", name, "--out", str(tmp_path / "o")]
+    child = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    time.sleep(0.4)  # the package is imported, JAX is loading
+    child.send_signal(signum)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == code, err
+    assert err.strip() == "error: interrupted while starting; nothing was run."
+    assert out == "" and not (tmp_path / "o").exists()

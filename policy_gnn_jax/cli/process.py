@@ -16,6 +16,7 @@ import threading
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
+from policy_gnn_jax.cli import starting
 from policy_gnn_jax.runtime import checkpoint, processes, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
@@ -60,6 +61,10 @@ def exit_status(command, *args, saves: bool = True, folders=()) -> int:
     SIGTERM. `saves`: whether the script keeps runs it finished (the message says so).
     `folders`: the folders the script writes into; those it makes and leaves empty on the way
     out of a failed run are removed."""
+    held = starting.release()
+    if held is not None:  # a stop while the script's imports loaded
+        print("error: interrupted while starting; nothing was run.", file=sys.stderr)
+        return 128 + held
     made = _absent_folders(folders)
     with guarded():
         try:
