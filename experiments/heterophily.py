@@ -32,7 +32,7 @@ import sys
 import numpy as np
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import data, methods
+from policy_gnn_jax import data, methods, split_sweep
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.contrib.adaptive_depth import headroom, heterophily_table
 from policy_gnn_jax.contrib.reproduction import figures
@@ -147,6 +147,7 @@ def study(args) -> None:
         else:
             _warn_if_chosen_otherwise(name, chosen.get(name), args)
         cfg = base_config(args.max_depth, option)
+        _fit_policies_together(args, name, cfg, out / name / option)
         rows, points = {}, []
         for k in _splits(args, name):
             ds = data.load_dataset(name, data_dir=args.data_dir, split=k)
@@ -164,6 +165,33 @@ def study(args) -> None:
     # The table and the figure show every dataset the files hold, not only this run's.
     heterophily_table.write(results.with_suffix(".md"), merged["datasets"], POLICIES)
     figures.depths_by_structure(_merge_points(results, depth_points), pathlib.Path(args.figure))
+
+
+def _fit_policies_together(args, name: str, cfg, folder: pathlib.Path) -> None:
+    """Each policy's runs on the splits not saved yet, compiled as one program (`split_sweep`;
+    --split-map) and saved where `fit_or_load` then finds them. Under "map" each equals the
+    split's run of its own bit for bit, so it reuses and is reused like one."""
+    splits = _splits(args, name)
+    if args.split_map == "apart" or len(splits) < 2:
+        return
+    datasets = {k: data.load_dataset(name, data_dir=args.data_dir, split=k) for k in splits}
+    for method in (m for m in POLICIES if m not in args.skip):
+        cfg_m = dataclasses.replace(cfg, num_episodes=args.episodes)
+        prepared = methods.get(method).prepare(cfg_m)
+        runs = {k: folder / f"split-{k}" / f"{method}-s{args.seeds}-e{args.episodes}"
+                for k in splits}  # fmt: skip
+        todo = [k for k in splits if saved_fit.saved_record_of(
+            runs[k], datasets[k], prepared, method, args.seeds, 0, "vmap") is None]  # fmt: skip
+        if len(todo) < 2:
+            continue
+        for k in todo:  # refused before training
+            outputs.check_no_result(runs[k], args.overwrite, "--overwrite")
+        fits = split_sweep.fit_splits([datasets[k] for k in todo], cfg_m, method=method,
+                                      seeds=args.seeds, progress=False,
+                                      split_map=args.split_map)  # fmt: skip
+        for k, fitted in zip(todo, fits, strict=True):
+            fitted.save(runs[k], overwrite=args.overwrite)
+        print(f"{name} {method}: splits {todo} trained as one program", flush=True)
 
 
 def _split_rows(ds, cfg, fixed, args, folder, points) -> dict:
@@ -287,6 +315,9 @@ def parse_args(argv):
     p.add_argument("--options", nargs="+", default=None, choices=OPTIONS,
                    help="options: the combinations to choose from (all); study: the one to use "
                    "instead of the one chosen")  # fmt: skip
+    p.add_argument("--split-map", default="map", choices=split_sweep.SPLIT_MAPS,
+                   help="how the policies' splits run: one program, one split after "
+                   "another (map), batched (vmap: for accelerators), or apart")  # fmt: skip
     p.add_argument("--out", default="results/heterophily")
     p.add_argument("--options-json", default="docs/results/heterophily_options.json")
     p.add_argument("--results-json", default="docs/results/heterophily.json")
