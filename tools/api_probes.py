@@ -119,4 +119,18 @@ API_PROBES = [
         "f = pg.fit(pg.from_arrays(x, e, labels, tr, va, te), pg.Config.tiny(epochs=2), "
         "method='gcn', seeds=1, progress=False); f.save(d + '/f'); f.save(d + '/f')",
     ),
+    ("API: data_dir as bytes", "pg.load_dataset('texas', data_dir=b'/tmp')"),
+    ("API: a folder of arrays as a number", "pg.data.load_arrays(123)"),
+    (
+        "API: checkpoint_dir as bytes",
+        "pg.fit(pg.from_arrays(x, e, labels, tr, va, te), pg.Config.tiny(), "
+        "checkpoint_dir=b'/tmp/never')",
+    ),
+    ("API: Config(q_hidden=[16, 16])", "pg.Config.tiny(q_hidden=[16, 16])"),
+    ("API: fit_splits of no datasets", "pg.split_sweep.fit_splits([], pg.Config.tiny())"),
+    (
+        "API: fit_splits with an unknown split_map",
+        "d = pg.from_arrays(x, e, labels, tr, va, te); "
+        "pg.split_sweep.fit_splits([d, d], pg.Config.tiny(), split_map='batched')",
+    ),
 ]
