@@ -351,7 +351,9 @@ def run(args) -> None:
     for path in (args.options_json, args.results_json, args.figure):
         checkpoint.check_writable_file(path)  # merged into (the figure replaced)
     checkpoint.check_writable_dir(args.out)
-    _check_merged(pathlib.Path(args.options_json), pathlib.Path(args.results_json))
+    heterophily_table.check_files(
+        pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS)
+    )
     (choose_options if args.what == "options" else study)(args)
 
 
@@ -370,12 +372,6 @@ def _check_distinct_outputs(args) -> None:
             f"--options-json and --results-json are one file ({args.results_json}): give each "
             f"its own, or one would be written over the other."
         )
-
-
-def _check_merged(options: pathlib.Path, results: pathlib.Path) -> None:
-    """The JSON files merged into hold what this script wrote, checked before the sweeps."""
-    study_files.check(options, OPTIONS_FILE, options_shape(OPTIONS))
-    study_files.check(results, HETEROPHILY_FILE, heterophily_shape)
 
 
 def main(argv=None) -> int:

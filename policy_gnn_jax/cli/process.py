@@ -76,6 +76,10 @@ def exit_status(command, *args, saves: bool = True, folders=()) -> int:
         except MemoryError:
             print("error: out of host memory: run something smaller.", file=sys.stderr)
             return _remove_empty(made, 2)
+        except OSError as err:  # the file system refused: a full disk, a folder where a file goes
+            where = f" ({err.filename})" if err.filename else ""
+            print(f"error: {err.strerror or err}{where}.", file=sys.stderr)
+            return _remove_empty(made, 2)
         except KeyboardInterrupt as stop:
             kept = "; runs saved before it are kept and reused" if saves else ""
             print(f"error: interrupted{kept}.", file=sys.stderr)
@@ -136,7 +140,8 @@ def stop_on_signal(signum, frame):
     # Inside a garbage-collection callback (JAX runs one) a raised exception is printed as
     # "Exception ignored in ..." with a traceback and dropped: note the stop instead; the runner
     # raises it at its next check, and `main` reports one that came too late for any check.
-    if frame is not None and frame.f_code.co_name == "_xla_gc_callback":
+    # A finaliser (`__del__`, a progress bar's among them) drops what it raises the same way.
+    if frame is not None and frame.f_code.co_name in ("_xla_gc_callback", "__del__"):
         runner.note_stop(signum)
         return
     runner.request_stop(signum)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
 import time
 
@@ -24,6 +25,11 @@ def parse_splits(text: str, available: int) -> list[int]:
     text = text.strip()
     if text == "all":
         return list(range(available))
+    if not re.fullmatch(r"[0-9]+-[0-9]+|[0-9]+(,[0-9]+)*", text):  # int() also reads 0_1, ٣
+        raise config.ConfigError(
+            f"--splits must be all, A-B or distinct A,B,... of plain digits, got {text!r}: "
+            f"e.g. --splits all."
+        )
     low = high = 0
     try:
         if "-" in text:
@@ -58,6 +64,12 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     method = methods.get(args.method).name
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
     started = time.perf_counter()
+    for k in chosen:  # refused before anything loads
+        if (out / f"split-{k}").exists() and not (out / f"split-{k}").is_dir():
+            raise checkpoint.CheckpointError(
+                f"{out / f'split-{k}'} is a file where split {k}'s folder goes: move it away, "
+                f"or choose another --out."
+            )
     datasets = {k: load(k) for k in chosen}
     batch = _batch_of(args, list(datasets.values()))
     saved = {k: _reusable(out / f"split-{k}", datasets[k], prepared, method, args, batch)
@@ -67,7 +79,9 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
         outputs.check_no_result(out / f"split-{k}", args.overwrite, "--overwrite")
     # Under vmap the joined splits' bits depend on the batch: a missing split is trained with
     # all of them, as the first sweep did (the saved ones come out the same again).
-    trained = _fit_missing(args, cfg, datasets, chosen if batch else missing) if missing else {}
+    # vmap joins only a batch that every chosen split is in (`batch`): a split's record names it.
+    joins = missing and (batch is not None or _split_map(args) != "vmap")
+    trained = _fit_missing(args, cfg, datasets, chosen if batch else missing) if joins else {}
     per_split = []
     for k in chosen:
         folder, record = out / f"split-{k}", saved[k]

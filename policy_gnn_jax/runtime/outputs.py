@@ -92,10 +92,10 @@ def check_input_kept(folder: str | os.PathLike, dataset) -> None:
     """Refuses an output folder where one of a result's files is the input graph itself
     (`--dataset DIR/dataset.npz --out DIR`): writing the result, or --overwrite, would replace
     it, and a sweep over splits removes it as an earlier result."""
-    path = pathlib.Path(os.fspath(dataset))
+    path = pathlib.Path(os.fspath(dataset)).resolve()  # a link to a file there is that file
     if path.name not in RESULT_FILES or not path.is_file():
         return
-    where, out = path.resolve().parent, pathlib.Path(folder).resolve()
+    where, out = path.parent, pathlib.Path(folder).resolve()
     if where == out or (where.parent == out and where.name.startswith("split-")):
         raise CheckpointError(
             f"the input graph {dataset} is a file a result in {folder} is written to: it would "

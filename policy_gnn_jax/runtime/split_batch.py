@@ -68,31 +68,34 @@ def one_program(fns, example_args, *, batched_args, out_axes=0, split_map="vmap"
         const_axes.append(None if shared else 0)
     jaxpr = traced[0].jaxpr
 
-    def one_split(split_consts, *args):
+    def one_split(split_consts, _row, *args):
         outputs = jaxpr_as_fun(ClosedJaxpr(jaxpr, split_consts))(*jax.tree.leaves(args))
         return jax.tree.unflatten(out_tree, outputs)
 
+    # The split index rides along as an argument of its own: splits that share every array
+    # (the same dataset twice) still have an axis to map over.
+    rows = jnp.arange(len(fns))
     arg_axes = tuple(0 if b else None for b in batched_args)
     if split_map == "vmap":
-        mapped = jax.vmap(one_split, in_axes=(const_axes, *arg_axes), out_axes=out_axes)
-        return functools.partial(mapped, consts)
-    return functools.partial(_map_splits, one_split, consts, const_axes, arg_axes, out_axes)
+        mapped = jax.vmap(one_split, in_axes=(const_axes, 0, *arg_axes), out_axes=out_axes)
+        return functools.partial(mapped, consts, rows)
+    return functools.partial(_map_splits, one_split, consts, const_axes, rows, arg_axes, out_axes)
 
 
-def _map_splits(one_split, consts, const_axes, arg_axes, out_axes, *args):
+def _map_splits(one_split, consts, const_axes, rows, arg_axes, out_axes, *args):
     """`one_split` over the split axis one split after another (`lax.map`), the outputs' split
     axis moved to `out_axes` as vmap would put it."""
-    rows = [c for c, a in zip(consts, const_axes, strict=True) if a == 0]
-    rows_of_args = [x for x, a in zip(args, arg_axes, strict=True) if a == 0]
+    stacked = [c for c, a in zip(consts, const_axes, strict=True) if a == 0]
+    stacked_args = [x for x, a in zip(args, arg_axes, strict=True) if a == 0]
 
     def body(row):
-        row_consts, row_args = row
+        index, row_consts, row_args = row
         it_c, it_a = iter(row_consts), iter(row_args)
         split_consts = [next(it_c) if a == 0 else c for c, a in zip(consts, const_axes)]
         split_args = [next(it_a) if a == 0 else x for x, a in zip(args, arg_axes)]
-        return one_split(split_consts, *split_args)
+        return one_split(split_consts, index, *split_args)
 
-    outputs = jax.lax.map(body, (rows, rows_of_args))
+    outputs = jax.lax.map(body, (rows, stacked, stacked_args))
     return _move_split_axis(outputs, out_axes)
 
 

@@ -49,7 +49,7 @@ def merge(path, what: str, shape_ok, update: Callable[[dict], dict]) -> dict:
     """Writes `update(what the file holds now)` to `path` (atomically), the read and the write
     under the folder's lock; returns what was written. `update` may refuse (raise): then
     nothing is written."""
-    path = pathlib.Path(path)
+    path = pathlib.Path(path).resolve()  # a link: its target is the file merged into
     with _folder_locked(path.parent):
         merged = update(check(path, what, shape_ok))
         checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))

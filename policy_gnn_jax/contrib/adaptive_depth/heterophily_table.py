@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pathlib
 
-from policy_gnn_jax.runtime import checkpoint, records
+import numpy as np
+
+from policy_gnn_jax.contrib.study_shapes import (
+    HETEROPHILY_FILE,
+    OPTIONS_FILE,
+    heterophily_shape,
+    options_shape,
+)
+from policy_gnn_jax.runtime import checkpoint, records, study_files
 
 # Published test results on these splits (mean ± std over the ten splits, in %): the GloGNN
 # repository's results table, the ACM-GNN paper's appendix (fixed 48/32/20 splits), and the
@@ -60,3 +68,38 @@ def write(path: pathlib.Path, summary: dict, policies: tuple) -> None:
         + ". Every choice on validation; upper bounds read test labels and are not methods."
     )
     checkpoint.atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def check_files(options: pathlib.Path, results: pathlib.Path, choices) -> None:
+    """The files the study merges into and writes beside its results, checked before the
+    sweeps: the two JSON files hold what the study wrote (`study_files`; `choices`: the
+    backbone options an options file may name), and the table
+    (`<results>.md`) and the figure's points (`<results>.depths.npz`) are the study's own, not
+    a user's file of that name, which writing them would replace."""
+    study_files.check(options, OPTIONS_FILE, options_shape(choices))
+    study_files.check(results, HETEROPHILY_FILE, heterophily_shape)
+    table, points = results.with_suffix(".md"), results.with_suffix(".depths.npz")
+    if table.exists() and not (table.is_file() and _starts_as_a_table(table)):
+        raise checkpoint.CheckpointError(
+            f"{table} (the table written beside --results-json) is not one this script wrote: "
+            f"move it away, or pass another --results-json."
+        )
+    if points.exists() and not _holds_points(points):
+        raise checkpoint.CheckpointError(
+            f"{points} (the figure's points kept beside --results-json) is not a file this "
+            f"script wrote: move it away, or pass another --results-json."
+        )
+
+
+def _starts_as_a_table(path: pathlib.Path) -> bool:
+    with open(path, errors="replace") as f:
+        return f.readline().startswith("| row | ")
+
+
+def _holds_points(path: pathlib.Path) -> bool:
+    """An .npz of [n, 3] arrays (degree, homophily, depth), read without pickles."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return all(z[k].ndim == 2 and z[k].shape[1] == 3 for k in z.files)
+    except Exception:  # not an npz, a folder, a pickle: not the study's
+        return False

@@ -44,6 +44,13 @@ def check_args(args) -> None:
         raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
     checkpoint.check_writable_dir(args.out)
     if args.what == "headroom":
+        own = {(pathlib.Path(args.out) / n).resolve() for n in ("headroom.json", "headroom.md")}
+        if pathlib.Path(args.headroom_json).resolve() in own:  # written with this run's only
+            raise checkpoint.CheckpointError(
+                f"--headroom-json {args.headroom_json} is this run's own headroom.json in --out "
+                f"{args.out}, which holds this run's analyses only: name another file for the "
+                f"merged one, e.g. docs/results/headroom.json."
+            )
         checkpoint.check_writable_file(args.headroom_json)
         study_files.check(args.headroom_json, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES))
 
