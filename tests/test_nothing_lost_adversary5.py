@@ -80,7 +80,7 @@ def _study(*argv):
         (["--num-splits", "0"], "--num-splits must be >= 1"),
         (["--num-splits", "-1"], "--num-splits must be >= 1"),
         (["--max-depth", "-1"], "--max-depth must be >= 0"),
-        (["--options-json", "{tmp}/bad.json"], "is not a JSON file this script wrote"),
+        (["--options-json", "{tmp}/bad.json"], "is not an options file of heterophily.py"),
         (["--out", "{tmp}/file"], "is an existing file, not a folder"),
     ],
 )

@@ -160,7 +160,8 @@ def _last_error(capsys) -> str:
 
 def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, monkeypatch):
     """Before: stopped after its first split, an --overwrite sweep left the old results.json
-    beside a split-0 that held the new run."""
+    beside a split-0 that held the new run. (Splits run apart: a sweep run as one program saves
+    its splits only once all have trained.)"""
     from policy_gnn_jax import api, cli
 
     out = str(tmp_path / "sw")
@@ -174,7 +175,8 @@ def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, m
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(api, "fit", stopped_on_the_second_split)
-    again = [*TEXAS, "--epochs", "3", "--splits", "0-1", "--out", out, "--overwrite"]
+    again = [*TEXAS, "--epochs", "3", "--splits", "0-1", "--out", out, "--overwrite",
+             "--split-map", "apart"]  # fmt: skip
     assert cli.main(again) == 130
     assert not (tmp_path / "sw" / "results.json").exists()
     split0 = json.loads((tmp_path / "sw" / "split-0" / "results.json").read_text())
