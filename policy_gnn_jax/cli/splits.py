@@ -77,9 +77,9 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     missing = [k for k in chosen if saved[k] is None]
     for k in missing:  # refused before anything trains
         outputs.check_no_result(out / f"split-{k}", args.overwrite, "--overwrite")
-    # Under vmap the joined splits' bits depend on the batch: a missing split is trained with
-    # all of them, as the first sweep did (the saved ones come out the same again).
-    # vmap joins only a batch that every chosen split is in (`batch`): a split's record names it.
+    # Under vmap a split's bits depend on its batch, which is every chosen split (`batch`): a
+    # missing split is trained with all of them, as the first sweep did (the saved ones come out
+    # the same again), and uneven splits are not joined.
     joins = missing and (batch is not None or _split_map(args) != "vmap")
     trained = _fit_missing(args, cfg, datasets, chosen if batch else missing) if joins else {}
     per_split = []

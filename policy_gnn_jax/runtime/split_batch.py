@@ -125,25 +125,25 @@ def stack_trainers(trainers: list[Trainer], key, split_map: str = "vmap") -> Tra
                            split_map=split_map)  # fmt: skip
     if evaluate is None:
         return None
-    chunks = {}
+
+    def chunk_program(length: int):
+        fns = [functools.partial(t.train_chunk, length=length) for t in trainers]
+        return one_program(fns, (state_like,), batched_args=(True,), out_axes=(0, 1),
+                           split_map=split_map)  # fmt: skip
+
+    # Traced now for the lengths the runner will ask for, so a mismatch falls back before
+    # anything runs; any other length is traced on first use.
+    chunks = {n: chunk_program(n) for n in {first.per_call, first.total % first.per_call} - {0}}
+    if any(c is None for c in chunks.values()):
+        return None
 
     def train_chunk(state, length: int):
-        if length not in chunks:  # traced once per chunk length, like the runner's programs
-            fns = [functools.partial(t.train_chunk, length=length) for t in trainers]
-            chunks[length] = one_program(fns, (state_like,), batched_args=(True,),
-                                         out_axes=(0, 1), split_map=split_map)  # fmt: skip
+        if length not in chunks:
+            chunks[length] = chunk_program(length)
         if chunks[length] is None:
             raise ValueError("the splits' training chunks are not one program")
         return chunks[length](state)
 
-    # Checked now for the lengths the runner will ask for, so a mismatch falls back before
-    # anything runs.
-    for length in {first.per_call, first.total % first.per_call} - {0}:
-        fns = [functools.partial(t.train_chunk, length=length) for t in trainers]
-        chunks[length] = one_program(fns, (state_like,), batched_args=(True,), out_axes=(0, 1),
-                                     split_map=split_map)  # fmt: skip
-        if chunks[length] is None:
-            return None
     return Trainer(init, train_chunk, evaluate, None, first.total, first.per_call, first.unit)
 
 
