@@ -142,8 +142,9 @@ def plan(args, work: pathlib.Path) -> dict:
         "compile_by_size": (100, lambda t: json_step(
             ["benchmarks/bench_compile.py", "--settings", "--sizes", *sizes,
              "--inline-up-to", sizes[0]], t, work / "sizes.json")),
-        "tests": (120, lambda t: run_step(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                                           *TESTS], t)),
+        # One process, not the suite's two workers: both would share the one GPU.
+        "tests": (120, lambda t: run_step(["-m", "pytest", "-o", "addopts=", "-p", "no:xdist",
+                                           "-q", "-x", "-p", "no:cacheprovider", *TESTS], t)),
         "engines": (90, lambda t: json_step(
             ["benchmarks/bench_scale.py", "--sizes", *sizes[:2], "--episodes", "2"], t,
             work / "engines.json")),

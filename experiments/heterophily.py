@@ -25,7 +25,6 @@ import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest l
 import argparse
 import dataclasses
 import io
-import json
 import pathlib
 import sys
 
@@ -34,7 +33,7 @@ import numpy as np
 import policy_gnn_jax as pg
 from policy_gnn_jax import data, methods, split_sweep
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
-from policy_gnn_jax.contrib.adaptive_depth import headroom, heterophily_table
+from policy_gnn_jax.contrib.adaptive_depth import fixed_runs, headroom, heterophily_table
 from policy_gnn_jax.contrib.reproduction import figures
 from policy_gnn_jax.contrib.study_shapes import (
     HETEROPHILY_FILE,
@@ -73,39 +72,6 @@ def fit_or_load(
     return fitted
 
 
-def fixed_depths(ds, cfg: pg.Config, seeds: int, folder: pathlib.Path) -> dict:
-    """Every fixed depth 0..K: class probabilities [D, S, N, C] of every node, and each depth's
-    validation and test scores per seed [D, S] (the dataset's metric). Cached in `folder`."""
-    path = folder / "fixed.npz"
-    tag = json.dumps([dataclasses.asdict(cfg), seeds, ds.fingerprint()], sort_keys=True)
-    if path.exists():
-        try:
-            with np.load(path) as z:
-                if str(z["tag"]) == tag:
-                    return {k: z[k] for k in ("probs", "val", "test", "depths")}
-        except Exception as err:  # the cache is this script's own: a damaged one is made again
-            print(f"warning: {path} could not be read ({type(err).__name__}); training its "
-                  f"runs again.", file=sys.stderr)  # fmt: skip
-    depths = np.arange(cfg.min_depth, cfg.max_depth + 1)
-    nodes = np.arange(ds.num_nodes)
-    probs, val, test = [], [], []
-    for depth in depths:
-        fitted = pg.fit(ds, dataclasses.replace(cfg, depth=int(depth)), method="gcn", seeds=seeds,
-                        progress=False)  # fmt: skip
-        logits = fitted.predict_logits(nodes).astype(np.float64)
-        logits -= logits.max(-1, keepdims=True)
-        probs.append(np.exp(logits) / np.exp(logits).sum(-1, keepdims=True))
-        val.append(fitted.record["val_accuracy"]["per_seed"])
-        test.append(fitted.record["test_accuracy"]["per_seed"])
-    result = {"probs": np.stack(probs).astype(np.float32), "val": np.array(val),
-              "test": np.array(test), "depths": depths}  # fmt: skip
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, tag=np.array(tag), **result)
-    folder.mkdir(parents=True, exist_ok=True)
-    checkpoint.atomic_write_bytes(path, buffer.getvalue())
-    return result
-
-
 def best_fixed(fixed: dict) -> int:
     """The index of the depth with the best mean validation score (ties: the shallowest)."""
     return int(fixed["val"].mean(1).argmax())
@@ -117,11 +83,11 @@ def choose_options(args) -> None:
         scores = {}
         for option in args.options or list(OPTIONS):
             cfg = base_config(args.max_depth, option)
-            per_split = []
-            for k in _splits(args, name):
-                ds = data.load_dataset(name, data_dir=args.data_dir, split=k)
-                fixed = fixed_depths(ds, cfg, args.seeds, out / name / option / f"split-{k}")
-                per_split.append(fixed["val"][best_fixed(fixed)].mean())
+            folders = {k: out / name / option / f"split-{k}" for k in _splits(args, name)}
+            fixed = fixed_runs.fixed_depths_of_splits(
+                _load_splits(args, name), cfg, args.seeds, folders, args.split_map
+            )
+            per_split = [f["val"][best_fixed(f)].mean() for f in fixed.values()]
             scores[option] = {"val": records.mean_std(per_split, per="per_split")}
             val = scores[option]["val"]
             print(f"{name} {option}: the best fixed depth's val {val['mean']:.4f} ± "
@@ -147,13 +113,15 @@ def study(args) -> None:
         else:
             _warn_if_chosen_otherwise(name, chosen.get(name), args)
         cfg = base_config(args.max_depth, option)
-        _fit_policies_together(args, name, cfg, out / name / option)
+        datasets = _load_splits(args, name)
+        folders = {k: out / name / option / f"split-{k}" for k in datasets}
+        fixed = fixed_runs.fixed_depths_of_splits(
+            datasets, cfg, args.seeds, folders, args.split_map
+        )
+        _fit_policies_together(args, datasets, cfg, out / name / option)
         rows, points = {}, []
-        for k in _splits(args, name):
-            ds = data.load_dataset(name, data_dir=args.data_dir, split=k)
-            folder = out / name / option / f"split-{k}"
-            fixed = fixed_depths(ds, cfg, args.seeds, folder)
-            for key, row in _split_rows(ds, cfg, fixed, args, folder, points).items():
+        for k, ds in datasets.items():
+            for key, row in _split_rows(ds, cfg, fixed[k], args, folders[k], points).items():
                 rows.setdefault(key, []).append(row)
             print(f"{name} split {k}: done", flush=True)
         summary[name] = {"backbone_options": option, "metric": ds.metric, "seeds": args.seeds,
@@ -167,14 +135,13 @@ def study(args) -> None:
     figures.depths_by_structure(_merge_points(results, depth_points), pathlib.Path(args.figure))
 
 
-def _fit_policies_together(args, name: str, cfg, folder: pathlib.Path) -> None:
+def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> None:
     """Each policy's runs on the splits not saved yet, compiled as one program (`split_sweep`;
     --split-map) and saved where `fit_or_load` then finds them. Under "map" each equals the
     split's run of its own bit for bit, so it reuses and is reused like one."""
-    splits = _splits(args, name)
+    splits = list(datasets)
     if args.split_map == "apart" or len(splits) < 2:
         return
-    datasets = {k: data.load_dataset(name, data_dir=args.data_dir, split=k) for k in splits}
     for method in (m for m in POLICIES if m not in args.skip):
         cfg_m = dataclasses.replace(cfg, num_episodes=args.episodes)
         prepared = methods.get(method).prepare(cfg_m)
@@ -191,7 +158,8 @@ def _fit_policies_together(args, name: str, cfg, folder: pathlib.Path) -> None:
                                       split_map=args.split_map)  # fmt: skip
         for k, fitted in zip(todo, fits, strict=True):
             fitted.save(runs[k], overwrite=args.overwrite)
-        print(f"{name} {method}: splits {todo} trained as one program", flush=True)
+        print(f"{datasets[todo[0]].name} {method}: splits {todo} trained as one program",
+              flush=True)  # fmt: skip
 
 
 def _split_rows(ds, cfg, fixed, args, folder, points) -> dict:
@@ -241,6 +209,12 @@ def _over_splits(per_split: list[dict]) -> dict:
     if "depth" in per_split[0]:
         row["depth_per_split"] = [r["depth"] for r in per_split]
     return row
+
+
+def _load_splits(args, name) -> dict:
+    """Split -> the dataset on that split, for the splits the command runs."""
+    splits = _splits(args, name)
+    return {k: data.load_dataset(name, data_dir=args.data_dir, split=k) for k in splits}
 
 
 def _splits(args, name) -> list[int]:
@@ -316,8 +290,8 @@ def parse_args(argv):
                    help="options: the combinations to choose from (all); study: the one to use "
                    "instead of the one chosen")  # fmt: skip
     p.add_argument("--split-map", default="map", choices=split_sweep.SPLIT_MAPS,
-                   help="how the policies' splits run: one program, one split after "
-                   "another (map), batched (vmap: for accelerators), or apart")  # fmt: skip
+                   help="how the splits' runs run: one program, one split after another "
+                   "(map), batched (vmap: for accelerators), or apart")  # fmt: skip
     p.add_argument("--out", default="results/heterophily")
     p.add_argument("--options-json", default="docs/results/heterophily_options.json")
     p.add_argument("--results-json", default="docs/results/heterophily.json")

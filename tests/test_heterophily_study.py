@@ -174,7 +174,8 @@ def test_the_policies_splits_train_as_one_program_and_equal_their_own_runs(exper
         episodes=2, seeds=1, split_map="map", overwrite=False,
     )  # fmt: skip
     cfg = het.base_config(1, "plain")
-    het._fit_policies_together(args, "texas", cfg, tmp_path)
+    datasets = {k: pg.load_dataset("texas", data_dir=HETEROPHILY_DIR, split=k) for k in (0, 1)}
+    het._fit_policies_together(args, datasets, cfg, tmp_path)
     for k in range(2):
         saved = pg.load(tmp_path / f"split-{k}" / "policy-gnn-s1-e2")
         ds = pg.load_dataset("texas", data_dir=HETEROPHILY_DIR, split=k)
@@ -184,3 +185,32 @@ def test_the_policies_splits_train_as_one_program_and_equal_their_own_runs(exper
             np.concatenate([np.ravel(x) for x in jax.tree.leaves(saved.params)]),
             np.concatenate([np.ravel(x) for x in jax.tree.leaves(alone.params)]),
         )
+
+
+def test_the_fixed_depths_of_splits_train_as_one_program_and_equal_their_own_runs(
+    experiment, tmp_path, monkeypatch
+):
+    """Every fixed depth is trained on all splits as one program (--split-map map), and each
+    split's cached scores and class probabilities are those of its runs apart, bit for bit."""
+    _need("texas.npz")
+    het = experiment("heterophily")
+    from policy_gnn_jax.runtime import split_batch
+
+    joined = []
+    stack = split_batch.stack_trainers
+    monkeypatch.setattr(split_batch, "stack_trainers",
+                        lambda *a, **k: joined.append(1) or stack(*a, **k))  # fmt: skip
+    cfg = het.base_config(1, "plain")
+    datasets = {k: pg.load_dataset("texas", data_dir=HETEROPHILY_DIR, split=k) for k in (0, 1)}
+    together = het.fixed_runs.fixed_depths_of_splits(
+        datasets, cfg, 1, {k: tmp_path / "map" / f"split-{k}" for k in datasets}, "map"
+    )
+    assert len(joined) == 2  # depths 0 and 1, each one program over both splits
+    apart = het.fixed_runs.fixed_depths_of_splits(
+        datasets, cfg, 1, {k: tmp_path / "apart" / f"split-{k}" for k in datasets}, "apart"
+    )
+    assert len(joined) == 2
+    for k in datasets:
+        for key in ("probs", "val", "test", "depths"):
+            np.testing.assert_array_equal(together[k][key], apart[k][key])
+        assert (tmp_path / "map" / f"split-{k}" / "fixed.npz").exists()

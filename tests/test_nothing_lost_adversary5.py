@@ -106,10 +106,13 @@ def test_a_damaged_fixed_depth_cache_is_trained_again(tmp_path, capsys):
     cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
     (tmp_path / "f").mkdir()
     (tmp_path / "f" / "fixed.npz").write_bytes(b"garbage")
-    fixed = het.fixed_depths(ds, cfg, 1, tmp_path / "f")
+    fixed = het.fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")
     assert fixed["probs"].shape[:2] == (2, 1)
     assert "fixed.npz could not be read" in capsys.readouterr().err
-    assert het.fixed_depths(ds, cfg, 1, tmp_path / "f")["val"].tolist() == fixed["val"].tolist()
+    assert (
+        het.fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")["val"].tolist()
+        == fixed["val"].tolist()
+    )
 
 
 class _ClosedPipe(io.StringIO):

@@ -1,5 +1,6 @@
 """The adaptive-depth study (docs/adaptive-depth.md): where per-node depth could pay, and why not.
 
+- `fixed_runs.py`: every fixed depth trained on each split (cached), which the rest starts from;
 - `headroom.py`: upper bounds that read test labels (labelled as such), label-free depth rules
   and a probe on label-free signals;
 - `bandit.py`: a full-feedback contextual bandit over depths (pure functions);

@@ -1,0 +1,83 @@
+"""Every fixed depth 0..K trained on each split of a graph, the runs the headroom analysis and
+the heterophily study start from, cached per split beside the study's other runs.
+
+The splits not cached yet train each depth as one compiled program (`split_sweep.fit_splits`):
+under "map" each split's result equals its run alone bit for bit, so a cache means the same
+however it was made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import split_sweep
+from policy_gnn_jax.runtime import checkpoint
+
+
+def fixed_depths(ds, cfg: config_lib.Config, seeds: int, folder: pathlib.Path) -> dict:
+    """Every fixed depth 0..K on one split: class probabilities [D, S, N, C] of every node, and
+    each depth's validation and test scores per seed [D, S] (the dataset's metric). Cached in
+    `folder`."""
+    return fixed_depths_of_splits({0: ds}, cfg, seeds, {0: folder}, "apart")[0]
+
+
+def fixed_depths_of_splits(
+    datasets: dict, cfg: config_lib.Config, seeds: int, folders: dict, split_map: str = "map"
+) -> dict:
+    """`fixed_depths` of every split (split -> dataset, split -> its cache folder). The splits
+    not cached yet train each depth as one program (`split_sweep`, `split_map`); under "map"
+    each split's result equals its run alone bit for bit, so the caches mean the same."""
+    tags = {k: _fixed_tag(ds, cfg, seeds) for k, ds in datasets.items()}
+    result = {k: _cached_fixed(folders[k] / "fixed.npz", tags[k]) for k in datasets}
+    todo = [k for k in datasets if result[k] is None]
+    if not todo:
+        return result
+    depths = np.arange(cfg.min_depth, cfg.max_depth + 1)
+    parts = {k: {"probs": [], "val": [], "test": []} for k in todo}
+    for depth in depths:
+        fits = split_sweep.fit_splits([datasets[k] for k in todo],
+                                      dataclasses.replace(cfg, depth=int(depth)), method="gcn",
+                                      seeds=seeds, progress=False, split_map=split_map)  # fmt: skip
+        for k, fitted in zip(todo, fits, strict=True):
+            logits = fitted.predict_logits(np.arange(datasets[k].num_nodes)).astype(np.float64)
+            logits -= logits.max(-1, keepdims=True)
+            parts[k]["probs"].append(np.exp(logits) / np.exp(logits).sum(-1, keepdims=True))
+            parts[k]["val"].append(fitted.record["val_accuracy"]["per_seed"])
+            parts[k]["test"].append(fitted.record["test_accuracy"]["per_seed"])
+    for k in todo:
+        result[k] = {"probs": np.stack(parts[k]["probs"]).astype(np.float32),
+                     "val": np.array(parts[k]["val"]), "test": np.array(parts[k]["test"]),
+                     "depths": depths}  # fmt: skip
+        # Which splits shared a batch is kept beside the numbers (under "vmap" it can change
+        # their rounding), not in the tag: a cache is reused whatever batching made it.
+        batch = np.array(todo if split_map == "vmap" and len(todo) > 1 else [k])
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, tag=np.array(tags[k]), split_batch=batch, **result[k])
+        folders[k].mkdir(parents=True, exist_ok=True)
+        checkpoint.atomic_write_bytes(folders[k] / "fixed.npz", buffer.getvalue())
+    return result
+
+
+def _fixed_tag(ds, cfg: config_lib.Config, seeds: int) -> str:
+    return json.dumps([dataclasses.asdict(cfg), seeds, ds.fingerprint()], sort_keys=True)
+
+
+def _cached_fixed(path: pathlib.Path, tag: str) -> dict | None:
+    """The fixed-depth results cached at `path` for exactly `tag`, else None."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path) as z:
+            if str(z["tag"]) == tag:
+                return {k: z[k] for k in ("probs", "val", "test", "depths")}
+    except Exception as err:  # the cache is this script's own: a damaged one is made again
+        print(f"warning: {path} could not be read ({type(err).__name__}); training its runs "
+              f"again.", file=sys.stderr)  # fmt: skip
+    return None
