@@ -29,7 +29,7 @@ MAPS = ("apart", "map", "vmap")
 def run(args) -> None:
     require_at_least_one(seeds=args.seeds, splits=args.splits, episodes=args.episodes)
     if args.out:
-        checkpoint.check_writable_file(args.out)
+        checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
     datasets = [data.load_dataset(args.dataset, data_dir=args.data_dir, split=k)
                 for k in range(args.splits)]  # fmt: skip
     cfg = pg.Config.decoupled(min_depth=0, max_depth=4, ego_head=True, depth=1,
@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     p.add_argument("--splits", type=int, default=10, help="the first N splits")
     p.add_argument("--episodes", type=int, default=20, help="the MDP methods' episodes")
     p.add_argument("--out", default=None, help="write the timings there as JSON")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
     return exit_status(run, args, saves=False)
 

@@ -9,6 +9,7 @@ is available here too, imported on first use.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 
@@ -23,14 +24,34 @@ def launch() -> int:
     held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
     previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
     try:
-        entry = importlib.import_module("policy_gnn_jax.cli.command").entry
+        problem = jax_environment_problem()
+        entry = None if problem else importlib.import_module("policy_gnn_jax.cli.command").entry
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     if received:
         print("error: interrupted while starting; nothing was run.", file=sys.stderr)
         return 128 + received[0]
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     return entry()
+
+
+def jax_environment_problem() -> str | None:
+    """Imports JAX; what is wrong if it refuses its environment, else None. JAX reads every
+    JAX_* variable while it is imported, and one it cannot parse raises a ValueError there."""
+    try:
+        importlib.import_module("jax")
+    except ValueError as err:
+        named = sorted(v for v in os.environ if v.startswith("JAX_"))
+        if not named:
+            raise
+        return (
+            f"JAX cannot start with this environment ({err}): fix or unset the variable it "
+            f"names (set now: {', '.join(named)})."
+        )
+    return None
 
 
 def __getattr__(name: str):

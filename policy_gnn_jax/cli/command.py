@@ -192,12 +192,12 @@ def _main(argv) -> int:
         outputs.check_no_result(out, args.overwrite, "--overwrite")  # before creating anything
         before = result_stamp(args, out)  # what a result there was before this run
         checkpoint.check_writable_dir(out)
-        with outputs.FolderLock(out, "output folder"):
+        with outputs.FolderLock(out, "output folder") as lock:
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
             processes.agree()  # the other processes start only if this one can write
             if args.splits is not None:  # one saved fit per split, and results.json over them
                 result = splits.run_splits(
-                    args, config, out, functools.partial(_load, args), _fitter(args, config)
+                    args, config, out, functools.partial(_load, args), _fitter(args, config), lock
                 )
             else:
                 fitted = _fitter(args, config)(_load(args))

@@ -11,6 +11,7 @@ sweep resumes where it stopped by running the same command.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import sys
@@ -54,12 +55,15 @@ def parse_splits(text: str, available: int) -> list[int]:
     return chosen
 
 
-def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
+def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit, lock=None) -> dict:
     """Fits every split of `args.splits` (`load(split)` gives its dataset, `fit(ds)` its fit),
     each saved in `out/split-K`, and writes `out/results.json` over the splits; returns it.
 
     The splits not saved already are compiled and run as one program (`split_sweep`), unless
-    `--split-map apart` or `--checkpoint-dir` (each split checkpoints in a folder of its own)."""
+    `--split-map apart` or `--checkpoint-dir` (each split checkpoints in a folder of its own).
+    `lock` is `out`'s `FolderLock`: if its file is removed mid-sweep (another run may then own
+    `out`), the rest of the sweep is saved in a `<out>.rescued-*` folder instead, and a
+    `CheckpointError` says where."""
     chosen = parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
     method = methods.get(args.method).name
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
@@ -82,24 +86,44 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     # the same again), and uneven splits are not joined.
     joins = missing and (batch is not None or _split_map(args) != "vmap")
     trained = _fit_missing(args, cfg, datasets, chosen if batch else missing) if joins else {}
-    per_split = []
+    per_split, folders, dest = [], {}, out
     for k in chosen:
-        folder, record = out / f"split-{k}", saved[k]
+        folders[k], record = out / f"split-{k}", saved[k]
         if record is None:
+            fitted = trained[k] if k in trained else fit(datasets[k])
+            dest = _destination(out, lock, dest)
             # Once a split is replaced, what `out` held no longer describes the split folders;
             # a split that failed (diverged, refused, interrupted) replaced nothing.
-            _drop_summary(out)
-            fitted = trained[k] if k in trained else fit(datasets[k])
-            fitted.save(folder, overwrite=args.overwrite)
+            _drop_summary(dest)
+            folders[k] = dest / f"split-{k}"
+            fitted.save(folders[k], overwrite=args.overwrite)
             record = fitted.record
         print(f"split {k}: {records.summary_line(record)}", flush=True)
-        per_split.append(_split_row(k, folder, record))
+        per_split.append(_split_row(k, record))
     summary = summarise(per_split, record, method, args)
     summary["reused_splits"] = [k for k in chosen if saved[k] is not None]
     summary["wall_time_s"] = time.perf_counter() - started
-    _drop_summary(out)
-    checkpoint.atomic_write_text(out / "results.json", json.dumps(summary, indent=2))
+    dest = _destination(out, lock, dest)
+    for row in summary["per_split"]:  # where each split's fit is, from the summary's folder
+        row["folder"] = os.path.relpath(folders[row["split"]].resolve(), dest.resolve())
+    _drop_summary(dest)
+    checkpoint.atomic_write_text(dest / "results.json", json.dumps(summary, indent=2))
+    if dest != out:
+        raise checkpoint.CheckpointError(
+            f"the lock file of {out} was removed while this sweep held it, so another run may "
+            f"be writing there: nothing more was written in it, and the rest of the sweep (its "
+            f"summary included) was saved in {dest} instead."
+        )
     return summary
+
+
+def _destination(out: pathlib.Path, lock, dest: pathlib.Path) -> pathlib.Path:
+    """Where the sweep writes next: `out` while its lock holds; once the lock file is gone, a
+    rescue folder beside it (made once, then kept)."""
+    if dest != out or lock is None or lock.still_held():
+        return dest
+    where = out.resolve()  # `--out .` has no name of its own to put the rescue beside
+    return outputs.new_folder(where.parent, f"{where.name}.rescued")
 
 
 def _split_map(args) -> str:
@@ -172,10 +196,10 @@ def _drop_summary(out: pathlib.Path) -> None:
         (out / name).unlink(missing_ok=True)
 
 
-def _split_row(k: int, folder: pathlib.Path, record: dict) -> dict:
+def _split_row(k: int, record: dict) -> dict:
     return {
         "split": k,
-        "folder": folder.name,
+        "folder": f"split-{k}",
         "test": record["test_accuracy"]["mean"],
         "test_std_over_seeds": record["test_accuracy"]["std"],
         "val": record["val_accuracy"]["mean"],

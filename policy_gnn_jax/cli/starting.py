@@ -41,3 +41,8 @@ def release() -> int | None:
 
 if _run_as_a_program():
     _previous.update({s: signal.signal(s, _record) for s in HELD})
+    from policy_gnn_jax.cli import jax_environment_problem
+
+    if problem := jax_environment_problem():  # before the script's imports meet it
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)

@@ -34,12 +34,14 @@ def fixed_depths_of_splits(
     """`fixed_depths` of every split (split -> dataset, split -> its cache folder). The splits
     not cached yet train each depth as one program (`split_sweep`, `split_map`); under "map"
     each split's result equals its run alone bit for bit, so the caches mean the same."""
+    depths = np.arange(cfg.min_depth, cfg.max_depth + 1)
     tags = {k: _fixed_tag(ds, cfg, seeds) for k, ds in datasets.items()}
-    result = {k: _cached_fixed(folders[k] / "fixed.npz", tags[k]) for k in datasets}
+    shapes = {k: _shapes(len(depths), seeds, ds) for k, ds in datasets.items()}
+    result = {k: _cached_fixed(folders[k] / "fixed.npz", tags[k], shapes[k], depths)
+              for k in datasets}  # fmt: skip
     todo = [k for k in datasets if result[k] is None]
     if not todo:
         return result
-    depths = np.arange(cfg.min_depth, cfg.max_depth + 1)
     parts = {k: {"probs": [], "val": [], "test": []} for k in todo}
     for depth in depths:
         fits = split_sweep.fit_splits([datasets[k] for k in todo],
@@ -69,15 +71,27 @@ def _fixed_tag(ds, cfg: config_lib.Config, seeds: int) -> str:
     return json.dumps([dataclasses.asdict(cfg), seeds, ds.fingerprint()], sort_keys=True)
 
 
-def _cached_fixed(path: pathlib.Path, tag: str) -> dict | None:
-    """The fixed-depth results cached at `path` for exactly `tag`, else None."""
+def _shapes(num_depths: int, seeds: int, ds) -> dict:
+    return {"probs": (num_depths, seeds, ds.num_nodes, ds.num_classes),
+            "val": (num_depths, seeds), "test": (num_depths, seeds)}  # fmt: skip
+
+
+def _cached_fixed(path: pathlib.Path, tag: str, shapes: dict, depths) -> dict | None:
+    """The fixed-depth results cached at `path` for exactly `tag`, else None. The cache is
+    this module's own: a damaged one (unreadable, or arrays not of the run's shapes) is made
+    again, with a warning."""
     if not path.exists():
         return None
     try:
         with np.load(path) as z:
-            if str(z["tag"]) == tag:
-                return {k: z[k] for k in ("probs", "val", "test", "depths")}
-    except Exception as err:  # the cache is this script's own: a damaged one is made again
-        print(f"warning: {path} could not be read ({type(err).__name__}); training its runs "
-              f"again.", file=sys.stderr)  # fmt: skip
+            if str(z["tag"]) != tag:
+                return None
+            cached = {k: z[k] for k in ("probs", "val", "test", "depths")}
+        wrong = [k for k, shape in shapes.items() if cached[k].shape != shape]
+        if wrong or not np.array_equal(cached["depths"], depths):
+            raise ValueError(f"its {', '.join(wrong) or 'depths'} differ from this run's")
+        return cached
+    except Exception as err:
+        print(f"warning: {path} could not be read ({type(err).__name__}: {err}); training its "
+              f"runs again.", file=sys.stderr)  # fmt: skip
     return None
