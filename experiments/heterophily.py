@@ -337,7 +337,9 @@ def run(args) -> None:
     _check_distinct_outputs(args)
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
-    for path in (args.options_json, args.results_json, args.figure):
+    results = pathlib.Path(args.results_json)
+    beside = (results.with_suffix(".md"), results.with_suffix(".depths.npz"))  # table, points
+    for path in (args.options_json, results, *beside, args.figure):
         checkpoint.check_writable_file(path)  # merged into (the figure replaced)
     checkpoint.check_writable_dir(args.out)
     heterophily_table.check_files(

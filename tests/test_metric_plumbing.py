@@ -56,6 +56,10 @@ def test_an_accuracy_datasets_fingerprint_is_that_of_before_the_metric():
     for array in (f.indptr, f.indices, f.data, np.asarray(f.shape), ds.labels, ds.edges,
                   ds.train_index, ds.val_index, ds.test_index):  # fmt: skip
         digest.update(np.ascontiguousarray(array).tobytes())
+    assert ds.legacy_fingerprint() == digest.hexdigest()
+    # Today's: the same bytes, then the three parts' lengths as int64.
+    sizes = [len(ds.train_index), len(ds.val_index), len(ds.test_index)]
+    digest.update(np.array(sizes, np.int64).tobytes())
     assert ds.fingerprint() == digest.hexdigest()
 
 

@@ -137,3 +137,101 @@ def test_a_damaged_saved_policy_run_names_a_fix_that_works(experiment, tmp_path)
     assert f"Delete {run}" in str(caught.value) and "--overwrite" in str(caught.value)
     fitted = het.fit_or_load(run, ds, cfg_m, "policy-gnn", 1, overwrite=True)
     assert pg.load(run).record["test_accuracy"] == fitted.record["test_accuracy"]
+
+
+def _with_boundary(tmp_path, name, train_end):
+    """A one-split benchmark file: train 0..train_end-1, val train_end..139, test 140..182."""
+    import numpy as np
+
+    with np.load(HETEROPHILY_DIR / "texas.npz") as z:
+        arrays = {k: z[k] for k in ("node_features", "node_labels", "edges")}
+    n = len(arrays["node_labels"])
+    masks = {part: np.zeros((1, n), bool) for part in ("train", "val", "test")}
+    masks["train"][0, :train_end], masks["val"][0, train_end:140] = True, True
+    masks["test"][0, 140:] = True
+    np.savez(tmp_path / name, **arrays, **{f"{k}_masks": m for k, m in masks.items()})
+    return tmp_path / name
+
+
+def test_moving_the_boundary_between_two_parts_of_a_split_changes_the_fingerprint(tmp_path):
+    """Before: the ids of train, val and test were hashed back to back without their lengths,
+    so train 0..99 / val 100..139 and train 0..59 / val 60..139 had one fingerprint: a saved
+    split (and a checkpoint) of the one was reused for the other."""
+    _need("texas.npz")
+    wide = pg.load_dataset(str(_with_boundary(tmp_path, "a.npz", 100)), split=0)
+    narrow = pg.load_dataset(str(_with_boundary(tmp_path, "b.npz", 60)), split=0)
+    assert wide.fingerprint() != narrow.fingerprint()
+    assert wide.legacy_fingerprint() == narrow.legacy_fingerprint()  # what was ambiguous
+
+
+def test_a_saved_split_of_other_part_sizes_is_not_reused(tmp_path, capsys):
+    _need("texas.npz")
+    graph = _with_boundary(tmp_path, "blocks.npz", 100)
+    argv = ["--dataset", str(graph), "--splits", "0", "--method", "gcn", "--epochs", "3",
+            "--seeds", "1", "--no-progress", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert cli.main(argv) == 0
+    (tmp_path / "o" / "results.json").unlink()  # as an interrupted sweep leaves it
+    _with_boundary(tmp_path, "blocks.npz", 60)
+    assert cli.main(argv) == 2
+    assert "split-0 already holds" in capsys.readouterr().err
+
+
+def test_a_fit_saved_with_a_fingerprint_of_before_still_loads(tmp_path, small_dataset):
+    fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
+    fitted.save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    meta["dataset_fingerprint"] = small_dataset.legacy_fingerprint()  # as saved then
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
+    assert pg.load(tmp_path / "f").record["test_accuracy"] == fitted.record["test_accuracy"]
+
+
+def test_a_checkpoint_of_the_fingerprint_of_before_is_named_as_such(tmp_path, small_dataset):
+    """A checkpoint written when dataset fingerprints left out the split's lengths is not
+    resumed (it cannot be told from a run on other splits), and the error says so rather than
+    "a checkpoint of a different run"."""
+    import numpy as np
+
+    from policy_gnn_jax.runtime import checkpoint, saved_fit
+
+    run = (small_dataset, pg.Config.tiny(), "gcn", 1, 0)
+    then = saved_fit.run_identity(*run)
+    then.pop("dataset fingerprint")  # as identities were written then
+    then["dataset"] = (
+        f"{small_dataset.name} (fingerprint {small_dataset.legacy_fingerprint()[:12]})"
+    )
+    state = {"w": np.zeros((2, 2), np.float32)}
+    metrics = {"val_accuracy": np.zeros((1, 1), np.float32)}
+    checkpoint.Checkpointer(tmp_path / "c", "before", then).save(1, 1, state, metrics)
+    now = checkpoint.Checkpointer(
+        tmp_path / "c", saved_fit.run_fingerprint(*run), saved_fit.run_identity(*run)
+    )
+    with pytest.raises(pg.CheckpointError) as caught:
+        now.restore(state, lambda units: metrics)
+    assert "earlier version" in str(caught.value) and f"Delete {tmp_path / 'c'}" in str(
+        caught.value
+    )
+
+
+def test_a_long_but_valid_file_name_is_written(tmp_path):
+    """Before: the temporary file was the name plus 14 characters, so a valid name of 242 to
+    255 bytes failed at the final write, after the work it was to hold."""
+    from policy_gnn_jax.runtime import files
+
+    path = tmp_path / ("a" * 250 + ".json")
+    files.check_writable_file(path)
+    files.atomic_write_text(path, "{}")
+    assert path.read_text() == "{}"
+
+
+def test_names_and_folders_too_long_to_write_under_are_refused_before_any_work(tmp_path):
+    """Before: the up-front check wrote a short probe name and passed; the run then failed at
+    its first real write (a 4045-byte --out lost its trained result)."""
+    from policy_gnn_jax.runtime import files
+
+    with pytest.raises(pg.CheckpointError, match="too long"):
+        files.check_writable_file(tmp_path / ("a" * 256 + ".json"))
+    deep = tmp_path
+    while len(str(deep)) < 4000:
+        deep = deep / ("d" * 200)
+    with pytest.raises(pg.CheckpointError, match="shorter"):
+        files.check_writable_dir(deep)

@@ -114,23 +114,29 @@ class Dataset:
         A CSR matrix is hashed as its three arrays and shape (the fingerprints of before dense
         features existed); dense features as a layout marker, the shape and the rows. So the same
         values fingerprint differently in the two layouts: a fit saved on one does not resume on
-        the other. Large arrays are hashed in pieces, without a copy.
+        the other. The lengths of the train, val and test ids are hashed too: without them,
+        moving the boundary between two parts of a split kept every byte. Large arrays are
+        hashed in pieces, without a copy.
         """
+        return self._digest(with_lengths=True)
+
+    def legacy_fingerprint(self) -> str:
+        """The fingerprint as it was before the split's lengths were hashed, which fits saved
+        then recorded (`load` accepts it for them)."""
+        return self._digest(with_lengths=False)
+
+    def _digest(self, with_lengths: bool) -> str:
         digest = hashlib.sha256()
         feats = self.features
         if is_dense_features(feats):
             layout = (DENSE_MARKER, np.asarray(feats.shape, np.int64), feats)
         else:
             layout = (feats.indptr, feats.indices, feats.data, np.asarray(feats.shape))
-        for array in (
-            *layout,
-            self.labels,
-            self.edges,
-            self.train_index,
-            self.val_index,
-            self.test_index,
-        ):
+        parts = (self.train_index, self.val_index, self.test_index)
+        for array in (*layout, self.labels, self.edges, *parts):
             hash_array(digest, array)
+        if with_lengths:
+            hash_array(digest, np.array([len(part) for part in parts], np.int64))
         if self.metric != "accuracy":  # accuracy's fingerprints stay those of before the field
             digest.update(self.metric.encode())
         return digest.hexdigest()

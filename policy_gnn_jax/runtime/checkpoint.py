@@ -145,6 +145,15 @@ class Checkpointer:
         except Exception as err:  # orbax raises many types for a damaged folder
             raise self._corrupt(step, err) from None
         if meta.get("fingerprint") != self.fingerprint:
+            saved = meta.get("identity") or {}
+            if self.identity and "dataset fingerprint" not in saved and "dataset" in saved:
+                raise CheckpointError(
+                    f"{self.directory} holds a checkpoint written by an earlier version of "
+                    f"policy-gnn-jax, whose dataset fingerprints left out the sizes of the "
+                    f"split's parts: it cannot be told apart from a run on other splits, so it "
+                    f"is not resumed. Delete {self.directory} to start again, or use another "
+                    f"checkpoint folder."
+                )
             changed = _changes(meta.get("identity"), self.identity)
             raise CheckpointError(
                 f"{self.directory} holds a checkpoint of a different run ({changed}). Run the "

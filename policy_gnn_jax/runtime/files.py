@@ -23,7 +23,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
     """Writes `data` to `path` atomically (temp file in the same folder, fsync, rename), with the
     permissions any new file gets under the user's umask (a temp file starts at 0600)."""
     path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # The temporary name is bounded: the name itself may already be as long as allowed.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -89,9 +90,43 @@ def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
     return path
 
 
+# How much deeper than an output or checkpoint folder a run writes (a staging folder and a
+# temporary file, a split's folder, orbax's step folders), with room to spare.
+DEPTH_WRITTEN = 256
+
+
+def _path_max(path: pathlib.Path) -> int:
+    try:
+        return os.pathconf(_existing_parent(path), "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 4096
+
+
+def _name_max(path: pathlib.Path) -> int:
+    try:
+        return os.pathconf(_existing_parent(path), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _existing_parent(path: pathlib.Path) -> pathlib.Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> pathlib.Path:
-    """Creates `path` if needed and proves a file can be written there, before any training."""
+    """Creates `path` if needed and proves a file can be written there, before any training:
+    its path leaves room for what the run writes inside it."""
     path = check_folder_path(path, what)
+    length, limit = len(os.fsencode(str(path.absolute()))), _path_max(path)
+    if length + DEPTH_WRITTEN > limit:
+        raise CheckpointError(
+            f"the {what} {str(path)[:60]}... is a path of {length} bytes; a run writes files up "
+            f"to {DEPTH_WRITTEN} bytes deeper, and this system allows paths of {limit}: choose "
+            f"a shorter folder."
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
@@ -111,6 +146,11 @@ def check_writable_file(
     `overwrite=False`: an existing file is refused too (None: replacing it is the script's
     documented behaviour)."""
     path = pathlib.Path(path)
+    if len(os.fsencode(path.name)) > _name_max(path):
+        raise CheckpointError(
+            f"{what} name {path.name[:40]}... is too long ({len(os.fsencode(path.name))} bytes; "
+            f"this system allows {_name_max(path)}): choose a shorter name."
+        )
     if path.is_dir():
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
     if overwrite is False and path.exists():  # a result is never replaced unasked

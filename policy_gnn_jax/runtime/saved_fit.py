@@ -69,6 +69,9 @@ def run_identity(
     values = config if isinstance(config, dict) else dataclasses.asdict(config)
     identity = {
         "dataset": f"{ds.name} (fingerprint {ds.fingerprint()[:12]})",
+        # What the fingerprint hashes; identities written before the split's lengths were
+        # hashed lack the entry (`checkpoint.Checkpointer.restore` names that case).
+        "dataset fingerprint": "arrays and split lengths",
         "classes": ds.num_classes,
         "method": method,
         "seeds": seeds,
@@ -273,7 +276,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         raise
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
-    if ds.fingerprint() != meta["dataset_fingerprint"]:  # hashed once: a whole graph's arrays
+    if not _same_data(ds, meta["dataset_fingerprint"]):
         if kept_in_its_folder(ds):
             raise CheckpointError(
                 f"the folder of arrays {ds.source}, this fit's graph, changed since the fit was "
@@ -341,6 +344,13 @@ def _read_bytes(path: pathlib.Path) -> bytes:
             f"{path} cannot be read ({err.strerror or err}): the saved fit is incomplete; save "
             f"it again."
         ) from None
+
+
+def _same_data(ds: data.Dataset, fingerprint: str) -> bool:
+    """Whether `ds` is the data `fingerprint` was made of: a fit saved before the split's
+    lengths were hashed recorded the older fingerprint (hashed only when needed: a whole
+    graph's arrays)."""
+    return fingerprint == ds.fingerprint() or fingerprint == ds.legacy_fingerprint()
 
 
 def saved_record_of(
