@@ -25,7 +25,7 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
-from policy_gnn_jax.contrib.reproduction.runs import run_or_load
+from policy_gnn_jax.contrib.reproduction.runs import dataset_folder, run_or_load
 from policy_gnn_jax.contrib.study_shapes import (
     ABLATION_FILE,
     ADAPTIVE_DEPTH_FILE,
@@ -62,8 +62,8 @@ def ablate(args) -> None:
                 tag = "-".join(str(v) for v in settings.values())
                 cfg = plus_config(name, args.backbone, **settings)
                 record = run_or_load(
-                    out / name / args.backbone / f"plus-{tag}", ds, cfg, "policy-gnn-plus",
-                    args.seeds, replace=args.overwrite,
+                    dataset_folder(out, name) / args.backbone / f"plus-{tag}", ds, cfg,
+                    "policy-gnn-plus", args.seeds, replace=args.overwrite,
                 )  # fmt: skip
                 scores[value] = record["val_accuracy"]["mean"]
                 rows.append(
@@ -154,7 +154,9 @@ def results(args) -> None:
         for backbone in args.backbones:
             folder = "reproduce" if backbone == "gcn" else f"reproduce-{backbone}"
             for method in ("policy-gnn", "random"):
-                path = pathlib.Path("results") / folder / name / method / "results.json"
+                path = (
+                    dataset_folder(pathlib.Path("results") / folder, name) / method / "results.json"
+                )
                 if not path.exists():
                     missing.append(f"{name}/{backbone}/{method}: no {path}")
                     continue
@@ -176,12 +178,14 @@ def results(args) -> None:
             cfg = plus_config(name, backbone, **chosen)
             tag = "-".join(str(v) for v in chosen.values())
             record = run_or_load(
-                out / name / backbone / f"plus-final-{tag}", ds, cfg, "policy-gnn-plus", args.seeds,
-                replace=args.overwrite,
+                dataset_folder(out, name) / backbone / f"plus-final-{tag}", ds, cfg,
+                "policy-gnn-plus", args.seeds, replace=args.overwrite,
             )  # fmt: skip
             entries.append(_entry(name, backbone, "policy-gnn-plus", record))
             if backbone == "decoupled":
-                depth_figure(name, ds, record, out / f"{name}_plus_depths.png")
+                depth_figure(
+                    name, ds, record, out / f"{pathlib.PurePath(name).name}_plus_depths.png"
+                )
     path = pathlib.Path(args.results_json)
     study_files.merge(path, ADAPTIVE_DEPTH_FILE, adaptive_depth_shape,
                       lambda old: merged_records(old, entries, missing, path, args))  # fmt: skip
@@ -282,7 +286,8 @@ def run(args) -> None:
         data.check_name(name)
     checkpoint.check_writable_dir(args.out)
     for flag in ("datasets", "backbones"):  # each would be run, and written, twice
-        named = [n.lower() for n in getattr(args, flag)]
+        # A dataset given by path runs in a folder of its last part (`dataset_folder`).
+        named = [pathlib.PurePath(n).name.lower() for n in getattr(args, flag)]
         twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
         if twice is not None:
             raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")

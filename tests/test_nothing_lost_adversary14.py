@@ -235,3 +235,31 @@ def test_names_and_folders_too_long_to_write_under_are_refused_before_any_work(t
         deep = deep / ("d" * 200)
     with pytest.raises(pg.CheckpointError, match="shorter"):
         files.check_writable_dir(deep)
+
+
+def test_a_dataset_given_by_path_has_its_runs_under_out(reproduce_module, tmp_path):
+    """Before: each run folder was `out / name`; with an absolute path as the name that is the
+    path itself, so the runs were written into the input's own folder of arrays (or failed
+    with "choose a writable folder" for a file)."""
+    from policy_gnn_jax import data
+
+    graph = tmp_path / "arr.npz"
+    data.write_csbm(graph, num_nodes=300, seed=1, num_val=50, num_test=100)
+    before = sorted(p.name for p in graph.iterdir())
+    argv = ["table", "--preset", "tiny", "--datasets", str(graph), "--seeds", "1",
+            "--episodes", "1", "--out", str(tmp_path / "rep")]  # fmt: skip
+    assert reproduce_module.main(argv) == 0
+    assert sorted(p.name for p in graph.iterdir()) == before
+    assert (tmp_path / "rep" / "arr.npz" / "policy-gnn" / "results.json").is_file()
+
+
+def test_two_datasets_whose_run_folders_would_be_one_are_refused(reproduce_module, tmp_path):
+    from policy_gnn_jax import data
+
+    for where in ("a", "b"):
+        data.write_csbm(tmp_path / where / "g.npz", num_nodes=300, seed=1, num_val=50, num_test=100)
+    graphs = [str(tmp_path / where / "g.npz") for where in ("a", "b")]
+    argv = ["table", "--preset", "tiny", "--datasets", *graphs, "--seeds", "1",
+            "--out", str(tmp_path / "rep")]  # fmt: skip
+    assert reproduce_module.main(argv) == 2
+    assert not (tmp_path / "rep").exists() or not any((tmp_path / "rep").iterdir())

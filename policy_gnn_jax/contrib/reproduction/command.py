@@ -38,6 +38,13 @@ def check_args(args) -> None:
     ]
     if twice:  # it would be run and tabulated twice
         raise config_lib.ConfigError(f"--datasets: {twice[0]} is named twice; name it once.")
+    folders = [pathlib.PurePath(n).name for n in args.datasets]  # `runs.dataset_folder`
+    shared = [n for i, n in enumerate(args.datasets) if folders[i] in folders[:i]]
+    if shared:  # one's runs would be taken for the other's
+        raise config_lib.ConfigError(
+            f"--datasets: {shared[0]} would share its run folder with another dataset of the "
+            f"name {pathlib.PurePath(shared[0]).name}: give each file its own name."
+        )
     if args.data_dir is not None and not pathlib.Path(args.data_dir).is_dir():
         raise data.DataError(f"--data-dir {args.data_dir} does not exist or is not a folder.")
     if args.seeds < 1:

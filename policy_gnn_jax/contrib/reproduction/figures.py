@@ -96,7 +96,7 @@ def fixed_depth_probs(name, ds, args, out_root) -> tuple[np.ndarray, np.ndarray]
     Cached in <out>/<dataset>/headroom_probs.npz, reused while the config and seeds match."""
     base = run_cache.base_config(args, name)
     depths = np.arange(0 if base.backbone == "decoupled" else 1, base.max_depth + 1)
-    path = out_root / name / "headroom_probs.npz"
+    path = run_cache.dataset_folder(out_root, name) / "headroom_probs.npz"
     tag = json.dumps([dataclasses.asdict(base), args.seeds, ds.fingerprint()], sort_keys=True)
     if path.exists():
         with np.load(path) as z:

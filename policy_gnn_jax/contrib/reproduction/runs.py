@@ -117,21 +117,27 @@ def policy_config(args, method, dataset=None, **overrides) -> config_lib.Config:
     )
 
 
+def dataset_folder(out_root: pathlib.Path, name: str) -> pathlib.Path:
+    """Where a dataset's runs go under `--out`: its name, or for a dataset given by path the
+    path's last part (`out / "/data/g.npz"` would be the input itself)."""
+    return pathlib.Path(out_root) / pathlib.PurePath(name).name
+
+
 def dataset_runs(name, args, out_root) -> dict:
     ds = data.load_dataset(name, data_dir=args.data_dir)
     base = base_config(args, name)
-    runs = {}
+    runs, folder = {}, dataset_folder(out_root, name)
     lowest = 0 if base.backbone == "decoupled" else 1
     for depth in range(lowest, base.max_depth + 1):
         cfg = dataclasses.replace(base, depth=depth)
         runs[f"gcn-d{depth}"] = run_or_load(
-            out_root / name / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds, args.seed_mode,
+            folder / f"gcn-d{depth}", ds, cfg, "gcn", args.seeds, args.seed_mode,
             replace=args.overwrite,
         )  # fmt: skip
     for method in ("random", "policy-gnn"):
         cfg = policy_config(args, method, name)
         runs[method] = run_or_load(
-            out_root / name / method, ds, cfg, method, args.seeds, args.seed_mode,
+            folder / method, ds, cfg, method, args.seeds, args.seed_mode,
             replace=args.overwrite,
         )  # fmt: skip
     return runs

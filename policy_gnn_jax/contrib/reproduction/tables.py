@@ -183,11 +183,12 @@ def ablations(args) -> None:
     record, backends = {}, set()
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)
+        folder = run_cache.dataset_folder(out, name)
         for key, _, change in ABLATIONS:
             method = "random" if change is None else "policy-gnn"
             cfg = run_cache.policy_config(args, method, name, **(change or {}))
             r = run_cache.run_or_load(
-                out / name / key, ds, cfg, method, args.seeds, args.seed_mode,
+                folder / key, ds, cfg, method, args.seeds, args.seed_mode,
                 replace=args.overwrite,
             )  # fmt: skip
             backends.add(f"{r['versions']['jax_backend']} (jax {r['versions']['jax']})")
