@@ -100,7 +100,7 @@ def choose_options(args) -> None:
             cfg = base_config(args.max_depth, option)
             folders = {k: out / name / option / f"split-{k}" for k in _splits(args, name)}
             fixed = fixed_runs.fixed_depths_of_splits(
-                _load_splits(args, name), cfg, args.seeds, folders, args.split_map
+                _load_splits(args, name), cfg, args.seeds, folders, args.split_map, args.overwrite
             )
             per_split = [f["val"][best_fixed(f)].mean() for f in fixed.values()]
             scores[option] = {"val": records.mean_std(per_split, per="per_split")}
@@ -131,7 +131,7 @@ def study(args) -> None:
         datasets = _load_splits(args, name)
         folders = {k: out / name / option / f"split-{k}" for k in datasets}
         fixed = fixed_runs.fixed_depths_of_splits(
-            datasets, cfg, args.seeds, folders, args.split_map
+            datasets, cfg, args.seeds, folders, args.split_map, args.overwrite
         )
         _fit_policies_together(args, datasets, cfg, out / name / option)
         rows, points = {}, []
@@ -314,7 +314,8 @@ def parse_args(argv):
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace a saved policy run, or a dataset's entry in the JSON files, that differs",
+        help="replace saved policy or fixed-depth runs, or a dataset's entry in the JSON "
+        "files, that differ",
     )
     return p.parse_args(argv)
 

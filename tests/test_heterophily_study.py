@@ -213,4 +213,4 @@ def test_the_fixed_depths_of_splits_train_as_one_program_and_equal_their_own_run
     for k in datasets:
         for key in ("probs", "val", "test", "depths"):
             np.testing.assert_array_equal(together[k][key], apart[k][key])
-        assert (tmp_path / "map" / f"split-{k}" / "fixed.npz").exists()
+        assert het.fixed_runs.cache_path(tmp_path / "map" / f"split-{k}", cfg, 1).exists()

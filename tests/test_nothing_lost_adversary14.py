@@ -95,12 +95,13 @@ def test_a_fixed_depth_cache_whose_arrays_were_changed_is_trained_again(
     ds = pg.load_dataset(str(_benchmark_file(tmp_path / "b.npz")), split=0)
     cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
     fixed = fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")
-    with np.load(tmp_path / "f" / "fixed.npz") as z:
+    cache = fixed_runs.cache_path(tmp_path / "f", cfg, 1)
+    with np.load(cache) as z:
         arrays = dict(z)
     arrays[key] = arrays[key][:1]
-    np.savez(tmp_path / "f" / "fixed.npz", **arrays)
+    np.savez(cache, **arrays)
     again = fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")
-    assert "fixed.npz could not be read" in capsys.readouterr().err
+    assert f"{cache} could not be read" in capsys.readouterr().err
     for name in ("probs", "val", "test", "depths"):
         np.testing.assert_array_equal(again[name], fixed[name])
 
@@ -263,3 +264,50 @@ def test_two_datasets_whose_run_folders_would_be_one_are_refused(reproduce_modul
             "--out", str(tmp_path / "rep")]  # fmt: skip
     assert reproduce_module.main(argv) == 2
     assert not (tmp_path / "rep").exists() or not any((tmp_path / "rep").iterdir())
+
+
+def test_fixed_depth_runs_of_another_depth_range_are_kept_beside_these(experiment, tmp_path):
+    """Before: one `fixed.npz` per split folder, whatever the depth range or seeds: a study at
+    another --max-depth replaced the other's runs without a word."""
+    import numpy as np
+
+    fixed_runs = experiment("heterophily").fixed_runs
+    ds = pg.load_dataset(str(_benchmark_file(tmp_path / "b.npz")), split=0)
+    shallow = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
+    first = fixed_runs.fixed_depths(ds, shallow, 1, tmp_path / "f")
+    fixed_runs.fixed_depths(ds, pg.Config.decoupled(min_depth=0, max_depth=2, epochs=3), 1,
+                            tmp_path / "f")  # fmt: skip
+    assert len(list((tmp_path / "f").glob("fixed*.npz"))) == 2
+    again = fixed_runs.fixed_depths(ds, shallow, 1, tmp_path / "f")
+    np.testing.assert_array_equal(again["probs"], first["probs"])
+
+
+def test_fixed_depth_runs_of_another_config_are_not_replaced_unasked(experiment, tmp_path):
+    fixed_runs = experiment("heterophily").fixed_runs
+    ds = pg.load_dataset(str(_benchmark_file(tmp_path / "b.npz")), split=0)
+    fixed_runs.fixed_depths(ds, pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3), 1,
+                            tmp_path / "f")  # fmt: skip
+    (cache,) = (tmp_path / "f").glob("fixed*.npz")
+    before = cache.read_bytes()
+    other = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=4)
+    with pytest.raises(pg.CheckpointError, match="--overwrite"):
+        fixed_runs.fixed_depths(ds, other, 1, tmp_path / "f")
+    assert cache.read_bytes() == before
+    fixed_runs.fixed_depths(ds, other, 1, tmp_path / "f", overwrite=True)
+    assert cache.read_bytes() != before
+
+
+def test_a_folder_where_the_fixed_depth_cache_goes_is_refused_before_training(
+    experiment, tmp_path, monkeypatch
+):
+    """Before: the runs trained, then "cannot write ... free some space"."""
+    fixed_runs = experiment("heterophily").fixed_runs
+    ds = pg.load_dataset(str(_benchmark_file(tmp_path / "b.npz")), split=0)
+    cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
+    fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")
+    (cache,) = (tmp_path / "f").glob("fixed*.npz")
+    cache.unlink()
+    cache.mkdir()
+    monkeypatch.setattr(fixed_runs.split_sweep, "fit_splits", lambda *a, **k: 1 / 0)
+    with pytest.raises(pg.CheckpointError, match="is a folder"):
+        fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")

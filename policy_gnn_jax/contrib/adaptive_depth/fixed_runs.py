@@ -21,24 +21,40 @@ from policy_gnn_jax import split_sweep
 from policy_gnn_jax.runtime import checkpoint
 
 
-def fixed_depths(ds, cfg: config_lib.Config, seeds: int, folder: pathlib.Path) -> dict:
+def fixed_depths(
+    ds, cfg: config_lib.Config, seeds: int, folder: pathlib.Path, overwrite: bool = False
+) -> dict:
     """Every fixed depth 0..K on one split: class probabilities [D, S, N, C] of every node, and
     each depth's validation and test scores per seed [D, S] (the dataset's metric). Cached in
-    `folder`."""
-    return fixed_depths_of_splits({0: ds}, cfg, seeds, {0: folder}, "apart")[0]
+    `folder` (`cache_path`)."""
+    return fixed_depths_of_splits({0: ds}, cfg, seeds, {0: folder}, "apart", overwrite)[0]
+
+
+def cache_path(folder: pathlib.Path, cfg: config_lib.Config, seeds: int) -> pathlib.Path:
+    """A cache per seed count and depth range, so that runs of one never replace another's."""
+    return pathlib.Path(folder) / f"fixed-s{seeds}-d{cfg.min_depth}-{cfg.max_depth}.npz"
 
 
 def fixed_depths_of_splits(
-    datasets: dict, cfg: config_lib.Config, seeds: int, folders: dict, split_map: str = "map"
+    datasets: dict,
+    cfg: config_lib.Config,
+    seeds: int,
+    folders: dict,
+    split_map: str = "map",
+    overwrite: bool = False,
 ) -> dict:
     """`fixed_depths` of every split (split -> dataset, split -> its cache folder). The splits
     not cached yet train each depth as one program (`split_sweep`, `split_map`); under "map"
-    each split's result equals its run alone bit for bit, so the caches mean the same."""
+    each split's result equals its run alone bit for bit, so the caches mean the same. A cache
+    of another run (config or data) is refused before any training unless `overwrite`."""
     depths = np.arange(cfg.min_depth, cfg.max_depth + 1)
-    tags = {k: _fixed_tag(ds, cfg, seeds) for k, ds in datasets.items()}
-    shapes = {k: _shapes(len(depths), seeds, ds) for k, ds in datasets.items()}
-    result = {k: _cached_fixed(folders[k] / "fixed.npz", tags[k], shapes[k], depths)
-              for k in datasets}  # fmt: skip
+    result = {}
+    for k, ds in datasets.items():
+        tag, shapes = _fixed_tag(ds, cfg, seeds), _shapes(len(depths), seeds, ds)
+        path = cache_path(folders[k], cfg, seeds)
+        result[k] = _cached_fixed(path, tag, shapes, depths, overwrite)
+        if result[k] is None and not path.exists():  # made before caches were named by run
+            result[k] = _cached_fixed(folders[k] / "fixed.npz", tag, shapes, depths, True)
     todo = [k for k in datasets if result[k] is None]
     if not todo:
         return result
@@ -61,9 +77,10 @@ def fixed_depths_of_splits(
         # their rounding), not in the tag: a cache is reused whatever batching made it.
         batch = np.array(todo if split_map == "vmap" and len(todo) > 1 else [k])
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, tag=np.array(tags[k]), split_batch=batch, **result[k])
+        tag = np.array(_fixed_tag(datasets[k], cfg, seeds))
+        np.savez_compressed(buffer, tag=tag, split_batch=batch, **result[k])
         folders[k].mkdir(parents=True, exist_ok=True)
-        checkpoint.atomic_write_bytes(folders[k] / "fixed.npz", buffer.getvalue())
+        checkpoint.atomic_write_bytes(cache_path(folders[k], cfg, seeds), buffer.getvalue())
     return result
 
 
@@ -76,21 +93,35 @@ def _shapes(num_depths: int, seeds: int, ds) -> dict:
             "val": (num_depths, seeds), "test": (num_depths, seeds)}  # fmt: skip
 
 
-def _cached_fixed(path: pathlib.Path, tag: str, shapes: dict, depths) -> dict | None:
+def _cached_fixed(
+    path: pathlib.Path, tag: str, shapes: dict, depths, overwrite: bool
+) -> dict | None:
     """The fixed-depth results cached at `path` for exactly `tag`, else None. The cache is
     this module's own: a damaged one (unreadable, or arrays not of the run's shapes) is made
-    again, with a warning."""
+    again, with a warning; another run's is refused unless `overwrite`."""
+    if path.is_dir():
+        raise checkpoint.CheckpointError(
+            f"{path} is a folder, where the fixed-depth runs' cache goes: move it away."
+        )
     if not path.exists():
         return None
     try:
         with np.load(path) as z:
             if str(z["tag"]) != tag:
-                return None
+                if overwrite:
+                    return None
+                raise checkpoint.CheckpointError(
+                    f"{path} holds the fixed-depth runs of another configuration or data: "
+                    f"nothing was replaced. Pass --overwrite to train them again, or use "
+                    f"another --out."
+                )
             cached = {k: z[k] for k in ("probs", "val", "test", "depths")}
         wrong = [k for k, shape in shapes.items() if cached[k].shape != shape]
         if wrong or not np.array_equal(cached["depths"], depths):
             raise ValueError(f"its {', '.join(wrong) or 'depths'} differ from this run's")
         return cached
+    except checkpoint.CheckpointError:
+        raise
     except Exception as err:
         print(f"warning: {path} could not be read ({type(err).__name__}: {err}); training its "
               f"runs again.", file=sys.stderr)  # fmt: skip
