@@ -50,6 +50,7 @@ OPTIONS = {
     "ego+norm": dict(ego_head=True, layer_norm=True),
 }
 POLICIES = ("policy-gnn", "random", "policy-gnn-plus")
+EPISODES = 1000  # the paper's budget of MDP episodes
 
 
 def base_config(max_depth: int, option: str) -> pg.Config:
@@ -270,7 +271,11 @@ def _merge_points(results: pathlib.Path, points: dict) -> dict:
     file so that a run over some datasets redraws the others too."""
     path = results.with_suffix(".depths.npz")
     kept = dict(np.load(path)) if path.exists() else {}
-    kept.update({n: p for n, p in points.items() if len(p)})
+    for name, drawn in points.items():  # this run's entry replaced the dataset's: so do these
+        if len(drawn):
+            kept[name] = drawn
+        else:
+            kept.pop(name, None)
     buffer = io.BytesIO()
     np.savez(buffer, **kept)
     checkpoint.atomic_write_bytes(path, buffer.getvalue())
@@ -298,7 +303,7 @@ def parse_args(argv):
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--max-depth", type=int, default=4, help="K: depths 0..K")
-    p.add_argument("--episodes", type=int, default=1000, help="MDP episodes of Policy-GNN")
+    p.add_argument("--episodes", type=int, default=EPISODES, help="MDP episodes of Policy-GNN")
     p.add_argument("--num-splits", type=int, default=10, help="the first N splits (10: all)")
     p.add_argument("--skip", nargs="*", default=[], choices=POLICIES)
     p.add_argument("--options", nargs="+", default=None, choices=OPTIONS,
@@ -336,6 +341,11 @@ def run(args) -> None:
         if pathlib.Path(getattr(args, flag)).suffix.lower() != ".json":  # the table is its .md
             raise pg.ConfigError(f"--{flag.replace('_', '-')} must name a .json file.")
     _check_distinct_outputs(args)
+    unused = [f for f, given in (("--episodes", args.episodes != EPISODES), ("--skip", args.skip))
+              if given and args.what == "options"]  # fmt: skip
+    if unused:  # the study's: a setting that changes nothing is said, never silently dropped
+        print(f"warning: {' and '.join(unused)} not used by options (they set the study's "
+              f"policies).", file=sys.stderr)  # fmt: skip
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
     results = pathlib.Path(args.results_json)

@@ -311,3 +311,43 @@ def test_a_folder_where_the_fixed_depth_cache_goes_is_refused_before_training(
     monkeypatch.setattr(fixed_runs.split_sweep, "fit_splits", lambda *a, **k: 1 / 0)
     with pytest.raises(pg.CheckpointError, match="is a folder"):
         fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")
+
+
+@pytest.mark.parametrize("given", ["gs://bucket/x", "s3://b/run", "gs:/bucket/x"])
+def test_a_url_given_as_a_folder_is_refused_before_any_work(tmp_path, monkeypatch, given):
+    """Before: `--checkpoint-dir gs://bucket/x` was made as the local ./gs:/bucket/x, training
+    ran, and the first checkpoint failed ("free some space"): orbax took it for a URL."""
+    from policy_gnn_jax.runtime import files
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pg.CheckpointError, match="remote"):
+        files.check_writable_dir(given, "checkpoint folder")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_replaced_entry_leaves_no_depth_points_of_the_run_it_replaced(experiment, tmp_path):
+    """Before: a study of texas without Policy-GNN (its entry replaced with --overwrite) kept
+    the replaced run's depth points, and the figure still drew them."""
+    import numpy as np
+
+    het = experiment("heterophily")
+    results = tmp_path / "r.json"
+    het._merge_points(results, {"texas": np.ones((4, 3)), "actor": np.ones((2, 3))})
+    kept = het._merge_points(results, {"texas": np.zeros((0, 3))})
+    assert set(kept) == {"actor"}
+    with np.load(results.with_suffix(".depths.npz")) as z:
+        assert set(z.files) == {"actor"}
+
+
+def test_options_says_which_of_the_studys_flags_it_does_not_use(experiment, tmp_path, capsys):
+    """Before: `options --episodes 7 --skip random` ran as if they were not there, unsaid."""
+    _need("texas.npz")
+    het = experiment("heterophily")
+    argv = ["options", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
+            "--max-depth", "0", "--num-splits", "1", "--options", "plain", "ego",
+            "--episodes", "7", "--skip", "random", "--out", str(tmp_path / "runs"),
+            "--options-json", str(tmp_path / "o.json"), "--results-json", str(tmp_path / "r.json"),
+            "--figure", str(tmp_path / "f.png")]  # fmt: skip
+    assert het.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "--episodes" in err and "--skip" in err and "not used" in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import tempfile
 
 
@@ -79,6 +80,11 @@ def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
         )
     if isinstance(path, str) and not path.strip():
         raise CheckpointError(f"the {what} is an empty path: name a folder.")
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", os.fspath(path)):  # orbax would take it for a URL
+        raise CheckpointError(
+            f"the {what} {os.fspath(path)} is a URL: remote storage is not supported; give a "
+            f"local (or mounted) folder."
+        )
     path = pathlib.Path(path)
     if path.is_symlink() and not path.exists():
         raise CheckpointError(
