@@ -25,7 +25,11 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
-from policy_gnn_jax.contrib.reproduction.runs import dataset_folder, run_or_load
+from policy_gnn_jax.contrib.reproduction.runs import (
+    dataset_folder,
+    dataset_folder_name,
+    run_or_load,
+)
 from policy_gnn_jax.contrib.study_shapes import (
     ABLATION_FILE,
     ADAPTIVE_DEPTH_FILE,
@@ -125,11 +129,14 @@ def _by_pair(rows: list) -> dict:
     return grouped
 
 
-def _mismatch(record, backbone: str, seeds: int) -> str | None:
+def _mismatch(record, backbone: str, seeds: int, ds) -> str | None:
     """Why a cached record is not a row of this table (None: it is)."""
     ran = record.get("config", {}).get("backbone") if isinstance(record, dict) else None
     if ran != backbone:
         return f"ran the {ran} backbone, not {backbone}"
+    saved = record.get("dataset_fingerprint")
+    if saved is not None and not ds.made_of(saved):  # another graph of the same name
+        return f"was run on other data than {ds.name} (its dataset fingerprint differs)"
     if record.get("seeds") != seeds:
         return f"has {record.get('seeds')} seeds, not {seeds}: run it again with --seeds {seeds}"
     return None
@@ -161,7 +168,7 @@ def results(args) -> None:
                     missing.append(f"{name}/{backbone}/{method}: no {path}")
                     continue
                 record = checkpoint.read_json(path)
-                mismatch = _mismatch(record, backbone, args.seeds)
+                mismatch = _mismatch(record, backbone, args.seeds, ds)
                 if mismatch:  # another preset or seed count ran there last: not this table's
                     missing.append(f"{name}/{backbone}/{method}: {path} {mismatch}")
                 else:
@@ -183,9 +190,7 @@ def results(args) -> None:
             )  # fmt: skip
             entries.append(_entry(name, backbone, "policy-gnn-plus", record))
             if backbone == "decoupled":
-                depth_figure(
-                    name, ds, record, out / f"{pathlib.PurePath(name).name}_plus_depths.png"
-                )
+                depth_figure(name, ds, record, out / f"{dataset_folder_name(name)}_plus_depths.png")
     path = pathlib.Path(args.results_json)
     study_files.merge(path, ADAPTIVE_DEPTH_FILE, adaptive_depth_shape,
                       lambda old: merged_records(old, entries, missing, path, args))  # fmt: skip
@@ -287,7 +292,7 @@ def run(args) -> None:
     checkpoint.check_writable_dir(args.out)
     for flag in ("datasets", "backbones"):  # each would be run, and written, twice
         # A dataset given by path runs in a folder of its last part (`dataset_folder`).
-        named = [pathlib.PurePath(n).name.lower() for n in getattr(args, flag)]
+        named = [dataset_folder_name(n).lower() for n in getattr(args, flag)]
         twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
         if twice is not None:
             raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")

@@ -351,3 +351,44 @@ def test_options_says_which_of_the_studys_flags_it_does_not_use(experiment, tmp_
     assert het.main(argv) == 0
     err = capsys.readouterr().err
     assert "--episodes" in err and "--skip" in err and "not used" in err
+
+
+def test_a_long_name_of_wide_characters_is_written(tmp_path):
+    """Before: the temporary name kept 64 characters of the name, which for 4-byte characters
+    is 256 bytes: the write failed after the work."""
+    from policy_gnn_jax.runtime import files
+
+    path = tmp_path / ("\U0001f600" * 60 + ".json")  # 245 bytes
+    files.check_writable_file(path)
+    files.atomic_write_text(path, "{}")
+    assert path.read_text() == "{}"
+
+
+def test_the_rescue_folder_of_a_long_output_name_can_be_made(tmp_path):
+    """Before: `<name>.rescued-<time>-<pid>` of a 240-byte name passed the name limit, so a run
+    whose lock was removed saved nothing at all."""
+    from policy_gnn_jax.runtime import outputs
+
+    rescue = outputs.rescue_folder(tmp_path / ("r" * 240))
+    assert rescue.is_dir() and rescue.parent == tmp_path and ".rescued-" in rescue.name
+
+
+def test_the_adaptive_depth_table_takes_no_run_of_another_graph_of_the_same_name(
+    experiment, small_dataset
+):
+    """Before: `results --datasets g2/cora` read results/reproduce/cora, the built-in Cora's
+    runs, as that graph's rows."""
+    adaptive = experiment("adaptive_depth")
+    record = {"config": {"backbone": "gcn"}, "seeds": 1, "dataset_fingerprint": "0" * 64}
+    assert "data" in adaptive._mismatch(record, "gcn", 1, small_dataset)
+    record["dataset_fingerprint"] = small_dataset.fingerprint()
+    assert adaptive._mismatch(record, "gcn", 1, small_dataset) is None
+
+
+@pytest.mark.parametrize("name", ["..", ".", "g/..", "/"])
+def test_a_dataset_path_without_a_name_of_its_own_still_runs_under_out(tmp_path, name):
+    """Before: `--datasets ..` put the runs in `out / ".."`, the folder above --out."""
+    from policy_gnn_jax.contrib.reproduction import runs
+
+    folder = runs.dataset_folder(tmp_path / "rep", name)
+    assert folder.parent == tmp_path / "rep" and folder.name not in ("", ".", "..")

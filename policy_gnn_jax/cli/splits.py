@@ -122,8 +122,7 @@ def _destination(out: pathlib.Path, lock, dest: pathlib.Path) -> pathlib.Path:
     rescue folder beside it (made once, then kept)."""
     if dest != out or lock is None or lock.still_held():
         return dest
-    where = out.resolve()  # `--out .` has no name of its own to put the rescue beside
-    return outputs.new_folder(where.parent, f"{where.name}.rescued")
+    return outputs.rescue_folder(out)
 
 
 def _split_map(args) -> str:

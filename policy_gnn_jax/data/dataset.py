@@ -125,6 +125,11 @@ class Dataset:
         then recorded (`load` accepts it for them)."""
         return self._digest(with_lengths=False)
 
+    def made_of(self, fingerprint: str) -> bool:
+        """Whether `fingerprint`, recorded by a saved run, is this dataset's: today's, or the
+        one of before the parts' sizes were hashed (a run saved then is taken at its word)."""
+        return fingerprint == self.fingerprint() or fingerprint == self.legacy_fingerprint()
+
     def _digest(self, with_lengths: bool) -> str:
         digest = hashlib.sha256()
         feats = self.features

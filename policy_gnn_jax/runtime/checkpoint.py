@@ -115,13 +115,13 @@ class Checkpointer:
     def _move_if_lock_lost(self) -> None:
         """If this folder's lock file was deleted while the run held it, another run may now
         write there: the run's next checkpoints go to a new `<folder>.rescued-*` beside it."""
-        from policy_gnn_jax.runtime.outputs import new_folder
+        from policy_gnn_jax.runtime.outputs import rescue_folder
 
         if self._lock.still_held():
             return
         old = self.directory
         self.close()
-        self._open(new_folder(old.parent, f"{old.name}.rescued"))
+        self._open(rescue_folder(old))
         print(
             f"warning: the lock file of {old} was removed while this run held it, so another run "
             f"may write there: this run's checkpoints go to {self.directory} from now on "

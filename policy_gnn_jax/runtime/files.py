@@ -25,7 +25,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
     permissions any new file gets under the user's umask (a temp file starts at 0600)."""
     path = pathlib.Path(path)
     # The temporary name is bounded: the name itself may already be as long as allowed.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{short_name(path.name)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -43,6 +43,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
             ) from None
         raise
     return path
+
+
+def short_name(name: str, size: int = 64) -> str:
+    """`name` cut to at most `size` bytes (whole characters): a part of a longer name made
+    from it (a temporary file, a rescue folder) that leaves the rest room under NAME_MAX."""
+    while len(os.fsencode(name)) > size:
+        name = name[:-1]
+    return name
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> pathlib.Path:

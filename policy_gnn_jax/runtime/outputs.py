@@ -29,6 +29,7 @@ import stat
 import threading
 
 from policy_gnn_jax.runtime.checkpoint import CheckpointError, is_checkpoint_step, signals_deferred
+from policy_gnn_jax.runtime.files import short_name
 
 # The files a result is made of; `fit.json` (the manifest) is written last.
 RESULT_FILES = ("results.json", "dataset.npz", "snapshots.npz", "fit.json")
@@ -53,6 +54,14 @@ def new_folder(root: str | os.PathLike, stem: str) -> pathlib.Path:
             f"cannot make an output folder under {root.absolute()} ({err.strerror or err}): "
             f"pass --out with a writable folder."
         ) from None
+
+
+def rescue_folder(folder: str | os.PathLike) -> pathlib.Path:
+    """A new `<folder>.rescued-<time>-<pid>` beside `folder`, for what a run whose lock file was
+    removed would have written there. Resolved first (`--out .` has no name of its own), and
+    named from at most 160 bytes of the folder's name, so that it can be made."""
+    where = pathlib.Path(folder).resolve()
+    return new_folder(where.parent, f"{short_name(where.name, 160)}.rescued")
 
 
 def holds_result(folder: pathlib.Path) -> str | None:

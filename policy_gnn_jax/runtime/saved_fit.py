@@ -204,9 +204,7 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
         outputs.check_no_result(folder, overwrite, "overwrite=True")  # after the rescue check
     with outputs.FolderLock(folder, "output folder") as lock:
         if not lock.still_held():  # its lock file was deleted mid-run: another run may write here
-            # Resolved first: `--out .` or `..` has no name of its own to put the rescue beside.
-            where = folder.resolve()
-            rescue = outputs.new_folder(where.parent, f"{where.name}.rescued")
+            rescue = outputs.rescue_folder(folder)
             write(rescue, record, ds, leaves, meta, overwrite=False)
             raise CheckpointError(
                 f"the lock file of {folder} was removed while this run held it, so another run "
@@ -276,7 +274,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         raise
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
-    if not _same_data(ds, meta["dataset_fingerprint"]):
+    if not ds.made_of(meta["dataset_fingerprint"]):  # hashed here once: a whole graph's arrays
         if kept_in_its_folder(ds):
             raise CheckpointError(
                 f"the folder of arrays {ds.source}, this fit's graph, changed since the fit was "
@@ -344,13 +342,6 @@ def _read_bytes(path: pathlib.Path) -> bytes:
             f"{path} cannot be read ({err.strerror or err}): the saved fit is incomplete; save "
             f"it again."
         ) from None
-
-
-def _same_data(ds: data.Dataset, fingerprint: str) -> bool:
-    """Whether `ds` is the data `fingerprint` was made of: a fit saved before the split's
-    lengths were hashed recorded the older fingerprint (hashed only when needed: a whole
-    graph's arrays)."""
-    return fingerprint == ds.fingerprint() or fingerprint == ds.legacy_fingerprint()
 
 
 def saved_record_of(

@@ -22,7 +22,7 @@ import pathlib
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
-from policy_gnn_jax.contrib.reproduction import figures, tables
+from policy_gnn_jax.contrib.reproduction import figures, runs, tables
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.runtime import checkpoint, outputs, runner, study_files
 
@@ -38,12 +38,12 @@ def check_args(args) -> None:
     ]
     if twice:  # it would be run and tabulated twice
         raise config_lib.ConfigError(f"--datasets: {twice[0]} is named twice; name it once.")
-    folders = [pathlib.PurePath(n).name for n in args.datasets]  # `runs.dataset_folder`
+    folders = [runs.dataset_folder_name(n) for n in args.datasets]
     shared = [n for i, n in enumerate(args.datasets) if folders[i] in folders[:i]]
     if shared:  # one's runs would be taken for the other's
         raise config_lib.ConfigError(
             f"--datasets: {shared[0]} would share its run folder with another dataset of the "
-            f"name {pathlib.PurePath(shared[0]).name}: give each file its own name."
+            f"name {runs.dataset_folder_name(shared[0])}: give each file its own name."
         )
     if args.data_dir is not None and not pathlib.Path(args.data_dir).is_dir():
         raise data.DataError(f"--data-dir {args.data_dir} does not exist or is not a folder.")

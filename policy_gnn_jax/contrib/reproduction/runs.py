@@ -83,8 +83,8 @@ def _differences(record: dict, ds, cfg, method, seeds, seed_mode) -> list[str]:
     dataset given as a path may hold another graph now (runs saved before the record had a
     fingerprint are taken at their word)."""
     found = [] if configs_match(record["config"], cfg, method) else ["config"]
-    fingerprint = ds.fingerprint()
-    found += ["data"] if record.get("dataset_fingerprint", fingerprint) != fingerprint else []
+    saved = record.get("dataset_fingerprint")
+    found += ["data"] if saved is not None and not ds.made_of(saved) else []
     found += ["seeds"] if record["seeds"] != seeds else []
     found += ["method"] if record["method"] != method else []
     found += ["seed mode"] if record.get("seed_mode", "vmap") != seed_mode else []
@@ -118,9 +118,17 @@ def policy_config(args, method, dataset=None, **overrides) -> config_lib.Config:
 
 
 def dataset_folder(out_root: pathlib.Path, name: str) -> pathlib.Path:
-    """Where a dataset's runs go under `--out`: its name, or for a dataset given by path the
-    path's last part (`out / "/data/g.npz"` would be the input itself)."""
-    return pathlib.Path(out_root) / pathlib.PurePath(name).name
+    """Where a dataset's runs go under `--out`: a folder named by `dataset_folder_name`."""
+    return pathlib.Path(out_root) / dataset_folder_name(name)
+
+
+def dataset_folder_name(name: str) -> str:
+    """A dataset's name, or for one given by path the path's last part (`out / "/data/g.npz"`
+    would be the input itself; `..` the folder above `--out`, so it is resolved first)."""
+    last = pathlib.PurePath(name).name
+    if last in ("", ".", ".."):
+        last = pathlib.Path(name).resolve().name or "root"
+    return last
 
 
 def dataset_runs(name, args, out_root) -> dict:
