@@ -42,8 +42,9 @@ from policy_gnn_jax import backbones, data, fixed_depth
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.cli import exit_status, finish
+from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.graph import propagation
-from policy_gnn_jax.runtime import checkpoint, records, runner
+from policy_gnn_jax.runtime import checkpoint, records, runner, study_files
 from policy_gnn_jax.treeutil import tree_select
 
 REPEATS = 20  # timed calls per cost, after one to compile
@@ -229,6 +230,20 @@ def main(argv=None) -> int:
     return exit_status(run, args, saves=False, folders=[pathlib.Path(args.out).parent])
 
 
+def _read_headroom(path: pathlib.Path, datasets) -> dict:
+    """The headroom analysis ({} if there is none yet), refused before any fit unless each
+    dataset's fixed-depth rows are what `compare` reads: {depth: {...}}."""
+    headroom = study_files.check(path, HEADROOM_FILE, headroom_shape(pg.config.BACKBONES))
+    for name in datasets:
+        rows = headroom.get("decoupled", {}).get(name, {}).get("fixed_depth", {})
+        if not isinstance(rows, dict) or not all(isinstance(r, dict) for r in rows.values()):
+            raise checkpoint.CheckpointError(
+                f"{path} is not {HEADROOM_FILE}: its decoupled {name} fixed_depth rows have "
+                f"another shape. Pass another --headroom-json."
+            )
+    return headroom
+
+
 def run(args) -> None:
     """Refuses bad input before any fit, then compares the forms on every dataset."""
     if args.seeds < 1:
@@ -237,8 +252,7 @@ def run(args) -> None:
     if args.depths is not None and not all(0 <= k <= max_depth for k in args.depths):
         raise pg.ConfigError(f"--depths must lie in 0..{max_depth}, got {args.depths}.")
     checkpoint.check_writable_file(args.out, overwrite=args.overwrite)  # before any fit
-    headroom_path = pathlib.Path(args.headroom_json)
-    headroom = checkpoint.read_json(headroom_path) if headroom_path.exists() else {}
+    headroom = _read_headroom(pathlib.Path(args.headroom_json), args.datasets)
     results = {name: compare(name, args, headroom) for name in args.datasets}
     checkpoint.atomic_write_text(args.out, json.dumps(results, indent=2))
     print(f"wrote {args.out}")

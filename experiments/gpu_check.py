@@ -56,10 +56,21 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+class StartError(Exception):
+    """JAX cannot start here: the message names why and the variables to look at."""
+
+
 def device_name() -> tuple[str, str]:
     """(backend, device kind), read in a child process so this one never starts a backend."""
     code = "import jax; print(jax.default_backend()); print(jax.devices()[0].device_kind)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        said = (out.stderr.strip().splitlines() or ["no message"])[-1][:300]
+        named = sorted(v for v in os.environ if v.startswith(("JAX_", "XLA_")))
+        raise StartError(
+            f"JAX cannot start in this environment ({said}): fix or unset the variable it "
+            f"names (set now: {', '.join(named) or 'none of JAX_* or XLA_*'})."
+        )
     backend, kind = out.stdout.strip().splitlines()[-2:]
     return backend, kind
 
@@ -195,7 +206,11 @@ def _main(argv=None) -> int:
     if args.out is not None and not args.out.strip():
         print("error: --out is empty: name the report's file.", file=sys.stderr)
         return 2
-    backend, kind = device_name()
+    try:
+        backend, kind = device_name()
+    except StartError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     out = pathlib.Path(args.out or ROOT / "docs" / "results" / f"gpu_check_{slug(kind)}.json")
     problem = _unwritable(out, args.overwrite)
     if problem:

@@ -312,8 +312,9 @@ class Fit:
             meta["custom"] = custom
         return saved_fit.write(directory, self.record, self.dataset, leaves, meta, overwrite)
 
-    def _run_fingerprint(self, config, ds, record) -> str:
-        return run_fingerprint(ds, config, self.method, int(record["seeds"]), int(record["seed"]))
+    def _run_fingerprint(self, config, ds, record, legacy: bool = False) -> str:
+        seeds, seed = int(record["seeds"]), int(record["seed"])
+        return run_fingerprint(ds, config, self.method, seeds, seed, legacy=legacy)
 
 
 def load(
@@ -353,8 +354,10 @@ def load(
     fitted = Fit(record, config, meta["method"], ds, params, policy, eval_keys)
     expected = meta.get("run_fingerprint")  # fits saved before: no fingerprint
     # The config as saved or as read back: fields added since must not make the fit look foreign.
-    if expected and expected not in {fitted._run_fingerprint(c, ds, record)
-                                     for c in (meta["config"], config)}:  # fmt: skip
+    # And as saved before the dataset fingerprint held the parts' sizes (`legacy`).
+    if expected and expected not in {fitted._run_fingerprint(c, ds, record, legacy)
+                                     for c in (meta["config"], config)
+                                     for legacy in (False, True)}:  # fmt: skip
         raise checkpoint.CheckpointError(
             f"{out}/results.json and fit.json describe different runs: save the fit again."
         )

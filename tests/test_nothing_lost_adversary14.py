@@ -392,3 +392,84 @@ def test_a_dataset_path_without_a_name_of_its_own_still_runs_under_out(tmp_path,
 
     folder = runs.dataset_folder(tmp_path / "rep", name)
     assert folder.parent == tmp_path / "rep" and folder.name not in ("", ".", "..")
+
+
+@pytest.mark.parametrize(
+    "variable, value", [("JAX_ENABLE_X64", "maybe"), ("JAX_PLATFORMS", "cuda")]
+)
+def test_the_gpu_check_names_an_environment_jax_cannot_start_in(tmp_path, variable, value):
+    """Before: a 16-line CalledProcessError traceback that hid the child's reason."""
+    env = {**os.environ, variable: value}
+    argv = [sys.executable, "experiments/gpu_check.py", "--out", str(tmp_path / "g.json"),
+            "--steps", "tests", "--budget-s", "30"]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and variable in lines[0], lines
+    assert not (tmp_path / "g.json").exists()
+
+
+@pytest.mark.parametrize(
+    "held", ["[1, 2]", '{"decoupled": {"texas": {"fixed_depth": [1]}}}', '{"gcn": 3}']
+)
+def test_the_forms_benchmark_refuses_a_headroom_file_of_another_shape_first(tmp_path, held):
+    """Before: the sweep ran, then an AttributeError traceback; nothing was written."""
+    _need("texas.npz")
+    headroom = tmp_path / "h.json"
+    headroom.write_text(held)
+    argv = [sys.executable, "benchmarks/decoupled_forms.py", "--datasets", "texas",
+            "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1", "--depths", "0",
+            "--headroom-json", str(headroom), "--out", str(tmp_path / "o.json")]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"error: {headroom}")
+    assert "cached depth" not in done.stdout  # refused before the sweep
+
+
+def _as_saved_before(folder, ds, method="gcn", seeds=1, seed=0):
+    """Rewrites a saved fit's fit.json as the version before the parts' sizes were hashed
+    wrote it: both fingerprints made from the legacy dataset fingerprint."""
+    import hashlib
+
+    from policy_gnn_jax.runtime import saved_fit
+
+    meta = json.loads((folder / "fit.json").read_text())
+    meta["dataset_fingerprint"] = ds.legacy_fingerprint()
+    parts = [ds.legacy_fingerprint(), meta["config"], method, seeds, seed, ds.num_classes]
+    meta["run_fingerprint"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    assert (
+        saved_fit.run_fingerprint(ds, meta["config"], method, seeds, seed)
+        != meta["run_fingerprint"]
+    )
+    (folder / "fit.json").write_text(json.dumps(meta))
+
+
+def test_a_fit_saved_before_the_sizes_were_hashed_loads_and_is_reused(tmp_path, small_dataset):
+    """Before: its run fingerprint (made from the older dataset fingerprint) was compared with
+    today's only: "results.json and fit.json describe different runs"."""
+    from policy_gnn_jax import methods
+    from policy_gnn_jax.runtime import saved_fit
+
+    cfg = pg.Config.tiny()
+    fitted = pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False)
+    fitted.save(tmp_path / "f")
+    _as_saved_before(tmp_path / "f", small_dataset)
+    assert pg.load(tmp_path / "f").record["test_accuracy"] == fitted.record["test_accuracy"]
+    prepared = methods.get("gcn").prepare(cfg)
+    found = saved_fit.saved_record_of(tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    assert found is not None
+
+
+def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
+    _need("texas.npz")
+    from policy_gnn_jax import methods
+    from policy_gnn_jax.runtime import saved_fit
+
+    wide = pg.load_dataset(str(_with_boundary(tmp_path, "a.npz", 100)), split=0)
+    narrow = pg.load_dataset(str(_with_boundary(tmp_path, "b.npz", 60)), split=0)
+    cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
+    pg.fit(wide, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
+    _as_saved_before(tmp_path / "f", wide)
+    prepared = methods.get("gcn").prepare(cfg)
+    assert saved_fit.saved_record_of(tmp_path / "f", wide, prepared, "gcn", 1, 0, "vmap")
+    assert saved_fit.saved_record_of(tmp_path / "f", narrow, prepared, "gcn", 1, 0, "vmap") is None

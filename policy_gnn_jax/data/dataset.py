@@ -104,7 +104,13 @@ class Dataset:
     def summary(self) -> str:
         return (
             f"{self.name}: {self.num_nodes} nodes, {self.num_features} features, "
-            f"{self.num_classes} classes, {self.num_edges} directed edges, "
+            f"{self.num_classes} classes, {self.num_edges} directed edges, {self.part_sizes()}"
+        )
+
+    def part_sizes(self) -> str:
+        """The sizes of the parts as the end of `summary` (and of a record's dataset_summary)
+        says them: "train/val/test a/b/c"."""
+        return (
             f"train/val/test {len(self.train_index)}/{len(self.val_index)}/{len(self.test_index)}"
         )
 
@@ -125,10 +131,15 @@ class Dataset:
         then recorded (`load` accepts it for them)."""
         return self._digest(with_lengths=False)
 
-    def made_of(self, fingerprint: str) -> bool:
+    def made_of(self, fingerprint: str, summary: str | None = None) -> bool:
         """Whether `fingerprint`, recorded by a saved run, is this dataset's: today's, or the
-        one of before the parts' sizes were hashed (a run saved then is taken at its word)."""
-        return fingerprint == self.fingerprint() or fingerprint == self.legacy_fingerprint()
+        one of before the parts' sizes were hashed, which cannot tell where the boundaries
+        between the parts were, so it counts only where the run's `summary` (its record's
+        dataset_summary) ends with these parts' sizes."""
+        if fingerprint == self.fingerprint():
+            return True
+        said = summary is not None and summary.endswith(self.part_sizes())
+        return said and fingerprint == self.legacy_fingerprint()
 
     def _digest(self, with_lengths: bool) -> str:
         digest = hashlib.sha256()

@@ -41,13 +41,16 @@ def run_fingerprint(
     seed: int,
     custom: tuple[str, ...] = (),
     seed_mode: str | None = None,
+    legacy: bool = False,
 ) -> str:
     """Identifies a run for its checkpoints and saved fits: same data, config (a `Config` or its
     saved dict), method, seeds and seed mode (the modes round differently, so a state of one
     cannot go on in the other), and which parts were the caller's own (a custom backbone or
-    agent cannot be told apart by content)."""
+    agent cannot be told apart by content). `legacy`: as fits saved before the dataset
+    fingerprint held the parts' sizes made it."""
     values = config if isinstance(config, dict) else dataclasses.asdict(config)
-    parts = [ds.fingerprint(), values, method, seeds, seed]
+    data_print = ds.legacy_fingerprint() if legacy else ds.fingerprint()
+    parts = [data_print, values, method, seeds, seed]
     parts += [ds.num_classes]  # sizes the output layer; not in the arrays' fingerprint
     parts += [list(custom)] if custom else []
     parts += [seed_mode] if seed_mode is not None else []
@@ -274,7 +277,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         raise
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
-    if not ds.made_of(meta["dataset_fingerprint"]):  # hashed here once: a whole graph's arrays
+    if not ds.made_of(meta["dataset_fingerprint"], record.get("dataset_summary")):
         if kept_in_its_folder(ds):
             raise CheckpointError(
                 f"the folder of arrays {ds.source}, this fit's graph, changed since the fit was "
@@ -354,8 +357,13 @@ def saved_record_of(
     if not manifest.is_file():
         return None
     saved = checkpoint.read_json(manifest)
-    expected = run_fingerprint(ds, config, method, seeds, seed)
-    if not isinstance(saved, dict) or saved.get("run_fingerprint") != expected:
-        return None
+    found = saved.get("run_fingerprint") if isinstance(saved, dict) else None
+    if found != run_fingerprint(ds, config, method, seeds, seed):
+        if found != run_fingerprint(ds, config, method, seeds, seed, legacy=True):
+            return None
+        # Saved before the parts' sizes were in the fingerprint: its record must say them.
+        _, record, _, _ = read(folder)
+        if not str(record.get("dataset_summary", "")).endswith(ds.part_sizes()):
+            return None
     _, record, _, _ = read(folder)  # every file checked against the manifest
     return record if record.get("seed_mode", "vmap") == seed_mode else None
