@@ -51,6 +51,8 @@ OPTIONS = {
 }
 POLICIES = ("policy-gnn", "random", "policy-gnn-plus")
 EPISODES = 1000  # the paper's budget of MDP episodes
+STUDY_FILES = {"--results-json": "docs/results/heterophily.json",
+               "--figure": "docs/figures/heterophily_depths.png"}  # fmt: skip
 
 
 def base_config(max_depth: int, option: str) -> pg.Config:
@@ -314,8 +316,8 @@ def parse_args(argv):
                    "(map), batched (vmap: for accelerators), or apart")  # fmt: skip
     p.add_argument("--out", default="results/heterophily")
     p.add_argument("--options-json", default="docs/results/heterophily_options.json")
-    p.add_argument("--results-json", default="docs/results/heterophily.json")
-    p.add_argument("--figure", default="docs/figures/heterophily_depths.png")
+    p.add_argument("--results-json", default=STUDY_FILES["--results-json"])
+    p.add_argument("--figure", default=STUDY_FILES["--figure"])
     p.add_argument(
         "--overwrite",
         action="store_true",
@@ -341,11 +343,13 @@ def run(args) -> None:
         if pathlib.Path(getattr(args, flag)).suffix.lower() != ".json":  # the table is its .md
             raise pg.ConfigError(f"--{flag.replace('_', '-')} must name a .json file.")
     _check_distinct_outputs(args)
-    unused = [f for f, given in (("--episodes", args.episodes != EPISODES), ("--skip", args.skip))
-              if given and args.what == "options"]  # fmt: skip
+    given = {"--episodes": args.episodes != EPISODES, "--skip": bool(args.skip),
+             "--results-json": args.results_json != STUDY_FILES["--results-json"],
+             "--figure": args.figure != STUDY_FILES["--figure"]}  # fmt: skip
+    unused = [flag for flag, said in given.items() if said and args.what == "options"]
     if unused:  # the study's: a setting that changes nothing is said, never silently dropped
-        print(f"warning: {' and '.join(unused)} not used by options (they set the study's "
-              f"policies).", file=sys.stderr)  # fmt: skip
+        print(f"warning: {', '.join(unused)} not used by options (they are the study's).",
+              file=sys.stderr)  # fmt: skip
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
     results = pathlib.Path(args.results_json)

@@ -351,6 +351,8 @@ def test_options_says_which_of_the_studys_flags_it_does_not_use(experiment, tmp_
     assert het.main(argv) == 0
     err = capsys.readouterr().err
     assert "--episodes" in err and "--skip" in err and "not used" in err
+    # and the study's own files (these are still checked: a bad one refuses `options` too)
+    assert "--results-json" in err and "--figure" in err
 
 
 def test_a_long_name_of_wide_characters_is_written(tmp_path):
@@ -473,3 +475,44 @@ def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
     prepared = methods.get("gcn").prepare(cfg)
     assert saved_fit.saved_record_of(tmp_path / "f", wide, prepared, "gcn", 1, 0, "vmap")
     assert saved_fit.saved_record_of(tmp_path / "f", narrow, prepared, "gcn", 1, 0, "vmap") is None
+
+
+def test_fig1_of_another_graph_of_the_same_name_is_not_replaced_unasked(
+    reproduce_module, tmp_path, monkeypatch
+):
+    """Before: two folders of arrays both named csbm: the second fig1 replaced the first's
+    fig1_csbm.{png,json} without a word."""
+    from policy_gnn_jax import data
+
+    for where, seed in (("g", 0), ("g4", 3)):
+        data.write_csbm(tmp_path / where, num_nodes=300, seed=seed, num_val=50, num_test=100)
+    argv = ["fig1", "--seeds", "1", "--preset", "tiny", "--out", str(tmp_path / "f")]
+    assert reproduce_module.main([*argv, "--dataset", str(tmp_path / "g")]) == 0
+    first = (tmp_path / "f" / "fig1_csbm.json").read_bytes()
+    assert json.loads(first)["dataset_fingerprint"]
+    assert reproduce_module.main([*argv, "--dataset", str(tmp_path / "g4")]) == 2
+    assert (tmp_path / "f" / "fig1_csbm.json").read_bytes() == first
+    assert reproduce_module.main([*argv, "--dataset", str(tmp_path / "g")]) == 0  # its own: redrawn
+
+
+@pytest.mark.parametrize(
+    "what, flag, value", [("fig1", "--datasets", "citeseer"), ("table", "--dataset", "citeseer")]
+)
+def test_reproduce_says_which_dataset_flag_a_command_does_not_read(
+    reproduce_module, tmp_path, capsys, monkeypatch, what, flag, value
+):
+    """Before: `fig1 --datasets citeseer` ran Cora without a word."""
+    from policy_gnn_jax.contrib.reproduction import command
+
+    monkeypatch.setitem(command.COMMANDS, what, lambda args: None)  # the warning, not the run
+    argv = [what, flag, value, "--seeds", "1", "--preset", "tiny", "--out", str(tmp_path / "o")]
+    assert reproduce_module.main(argv) == 0
+    assert f"{flag} is not used by {what}" in capsys.readouterr().err
+
+
+def test_a_url_in_a_files_folder_is_said_once(tmp_path):
+    from policy_gnn_jax.runtime import files
+
+    with pytest.raises(pg.CheckpointError) as caught:
+        files.check_writable_file("gs://b/r.json")
+    assert "the the" not in str(caught.value) and "gs://b" in str(caught.value)

@@ -79,6 +79,17 @@ def read_json(path: str | os.PathLike):
         ) from None
 
 
+def _refuse_url(path: str | os.PathLike, what: str, kind: str) -> None:
+    """Remote storage is not supported, and orbax would take `gs:/...` for it."""
+    if isinstance(path, str | os.PathLike) and re.match(
+        r"[A-Za-z][A-Za-z0-9+.-]*:/", str(os.fspath(path))
+    ):
+        raise CheckpointError(
+            f"{what} {os.fspath(path)} is a URL: remote storage is not supported; give a local "
+            f"(or mounted) {kind}."
+        )
+
+
 def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
     """`path` as a folder to use: not an empty path (the current folder, unasked), an existing
     file, nor a link to nothing."""
@@ -88,11 +99,7 @@ def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
         )
     if isinstance(path, str) and not path.strip():
         raise CheckpointError(f"the {what} is an empty path: name a folder.")
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", os.fspath(path)):  # orbax would take it for a URL
-        raise CheckpointError(
-            f"the {what} {os.fspath(path)} is a URL: remote storage is not supported; give a "
-            f"local (or mounted) folder."
-        )
+    _refuse_url(path, what, "folder")
     path = pathlib.Path(path)
     if path.is_symlink() and not path.exists():
         raise CheckpointError(
@@ -159,6 +166,7 @@ def check_writable_file(
     """Proves `path` can be written (its folder made if needed) before any work is done.
     `overwrite=False`: an existing file is refused too (None: replacing it is the script's
     documented behaviour)."""
+    _refuse_url(path, what, "file")  # before pathlib makes gs:// one slash
     path = pathlib.Path(path)
     if len(os.fsencode(path.name)) > _name_max(path):
         raise CheckpointError(

@@ -187,6 +187,20 @@ def headroom(args) -> None:
     print(text)
 
 
+def _check_fig1_is_this_datasets(path: pathlib.Path, ds, overwrite: bool) -> None:
+    """fig1's files are named by the dataset's name, which two graphs can share: another
+    graph's (or an unrecorded one's) are refused before any run unless `overwrite`."""
+    if not path.exists() or overwrite:
+        return
+    saved = checkpoint.read_json(path)
+    if not isinstance(saved, dict) or not ds.made_of(str(saved.get("dataset_fingerprint"))):
+        raise checkpoint.CheckpointError(
+            f"{path} (and its figure) were drawn from another graph named {ds.name}, or from "
+            f"one not recorded: nothing was replaced. Pass --overwrite to replace them, or use "
+            f"another --out."
+        )
+
+
 def fig1(args) -> None:
     """Per test node, the fraction of seeds in which a fixed-depth GCN classifies it correctly."""
     import matplotlib
@@ -198,6 +212,8 @@ def fig1(args) -> None:
     from policy_gnn_jax.runtime import compilation, runner
 
     ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
+    out = pathlib.Path(args.out)
+    _check_fig1_is_this_datasets(out / f"fig1_{ds.name}.json", ds, args.overwrite)
     g = graph.from_dataset(ds)
     picked = np.sort(np.random.default_rng(0).choice(len(ds.test_index), 20, replace=False))
     grid = []
@@ -212,7 +228,6 @@ def fig1(args) -> None:
         grid.append(res["test_correct"][:, picked].mean(0))
         print(f"depth {depth}: mean test accuracy {res['test_accuracy'].mean():.3f}")
     grid = np.array(grid).T  # [20 nodes, 5 depths]
-    out = pathlib.Path(args.out)
     fig, ax = plt.subplots(figsize=(4.2, 6))
     im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(5), [str(d) for d in range(1, 6)])
@@ -232,6 +247,7 @@ def fig1(args) -> None:
             "depths": list(range(1, 6)),
             "fraction_correct": grid.tolist(),
             "seeds": args.seeds,
+            "dataset_fingerprint": ds.fingerprint(),
         },
     )
     best = grid.argmax(1) + 1
