@@ -155,6 +155,7 @@ def run(args) -> dict:
         print(f"per-episode time / {base['setting']}'s (same process):")
         for r in rows:
             r["ratio_to_default"] = r["episode_ms"] / base["episode_ms"]
+            r["ratio_base"] = base["setting"]  # "default" unless it was not among --settings
             print(f"  {r['setting']:18s} {r['ratio_to_default']:6.2f}x")
     sizes = result["compile_by_size"]
     for n in sorted(args.sizes):

@@ -29,7 +29,7 @@ import sys
 import time
 
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one, tune_malloc
-from policy_gnn_jax.runtime import checkpoint
+from policy_gnn_jax.runtime import checkpoint, files
 
 ENGINES = ("full", "subgraph", "host")
 
@@ -153,6 +153,7 @@ def run(args) -> None:
     require_at_least_one(sizes=min(args.sizes), features=args.features, episodes=args.episodes)
     if not 0 < args.degree < float("inf"):  # also refuses nan
         raise ValueError(f"--degree must be a number > 0, got {args.degree}.")
+    files.refuse_url(args.data_dir, "--data-dir", "folder")
     try:
         pathlib.Path(args.data_dir).mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -20,6 +20,7 @@ import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest l
 # isort: split
 import argparse
 import pathlib
+import sys
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
@@ -259,10 +260,10 @@ def main(argv=None) -> int:
         choices=pg.config.BACKBONES,
         help="results: the backbones to compare (gcn decoupled); ablate uses --backbone",
     )
-    p.add_argument("--headroom-json", default="docs/results/headroom.json")
-    p.add_argument("--results-json", default="docs/results/adaptive_depth.json")
+    p.add_argument("--headroom-json", default=UNREAD["ablate"]["headroom_json"])
+    p.add_argument("--results-json", default=UNREAD["ablate"]["results_json"])
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
-    p.add_argument("--backbone", default="decoupled", choices=pg.config.BACKBONES)
+    p.add_argument("--backbone", default=UNREAD["results"]["backbone"], choices=pg.config.BACKBONES)
     p.add_argument(
         "--seeds",
         type=int,
@@ -282,6 +283,20 @@ def main(argv=None) -> int:
     return exit_status(run, args, folders=[args.out, pathlib.Path(written).parent])
 
 
+# The flags one command reads and the other does not, with their defaults.
+UNREAD = {"results": {"backbone": "decoupled"},
+          "ablate": {"results_json": "docs/results/adaptive_depth.json",
+                     "headroom_json": "docs/results/headroom.json"}}  # fmt: skip
+
+
+def _warn_unread_flags(args) -> None:
+    """A flag the command does not read is said, never silently dropped."""
+    for field, default in UNREAD[args.what].items():
+        if getattr(args, field) != default:
+            flag = "--" + field.replace("_", "-")
+            print(f"warning: {flag} is not used by {args.what}.", file=sys.stderr)
+
+
 def run(args) -> None:
     """Refuses bad names and unwritable outputs before any sweep, then runs the command."""
     if args.what == "ablate" and args.backbones is not None:  # it would be ignored
@@ -296,6 +311,7 @@ def run(args) -> None:
         twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
         if twice is not None:
             raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")
+    _warn_unread_flags(args)
     written = args.ablation_json if args.what == "ablate" else args.results_json
     checkpoint.check_writable_file(written)
     if args.what == "ablate":  # merged into after the sweeps: checked before them

@@ -206,6 +206,8 @@ def _main(argv=None) -> int:
     if args.out is not None and not args.out.strip():
         print("error: --out is empty: name the report's file.", file=sys.stderr)
         return 2
+    if os.path.exists(args.dataset):  # the steps run from the repository's root, not here
+        args.dataset = os.path.abspath(args.dataset)
     try:
         backend, kind = device_name()
     except StartError as err:
@@ -251,10 +253,15 @@ def _refused_input(result: dict) -> str | None:
 
 def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
     """Why the report cannot be written at `out` (None: it can), found before any step runs."""
-    if out.is_dir():
-        return f"--out {out} is a folder: name a file."
-    if out.exists() and not overwrite:
-        return f"{out} exists: pass --overwrite to replace it, or another --out."
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(out)):
+        return f"--out {out} is a URL: remote storage is not supported; name a local file."
+    try:
+        if out.is_dir():
+            return f"--out {out} is a folder: name a file."
+        if out.exists() and not overwrite:
+            return f"{out} exists: pass --overwrite to replace it, or another --out."
+    except OSError as err:  # a name too long, ...
+        return f"cannot write {out} ({err.strerror or err}): choose another --out."
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         probe = out.with_name(out.name + f".probe{os.getpid()}")

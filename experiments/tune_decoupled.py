@@ -45,6 +45,10 @@ def run(args) -> None:
     """Fits every grid point on every dataset; the choice reads validation accuracy only."""
     # a folder, an unwritable place or an existing result: refused now
     checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
+    named = [n.lower() for n in args.datasets]
+    twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
+    if twice is not None:  # it would be tuned twice, the second over the first
+        raise pg.ConfigError(f"--datasets: {twice} is named twice; name it once.")
     results = {}
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)

@@ -79,7 +79,7 @@ def read_json(path: str | os.PathLike):
         ) from None
 
 
-def _refuse_url(path: str | os.PathLike, what: str, kind: str) -> None:
+def refuse_url(path: str | os.PathLike, what: str, kind: str) -> None:
     """Remote storage is not supported, and orbax would take `gs:/...` for it."""
     if isinstance(path, str | os.PathLike) and re.match(
         r"[A-Za-z][A-Za-z0-9+.-]*:/", str(os.fspath(path))
@@ -88,6 +88,20 @@ def _refuse_url(path: str | os.PathLike, what: str, kind: str) -> None:
             f"{what} {os.fspath(path)} is a URL: remote storage is not supported; give a local "
             f"(or mounted) {kind}."
         )
+
+
+def check_name_fits(path: pathlib.Path, what: str) -> None:
+    """A name longer than the file system allows is one error naming it, before any write."""
+    size, limit = len(os.fsencode(path.name)), _name_max(path)
+    if size > limit:
+        raise CheckpointError(
+            f"{what} name {path.name[:40]}... is too long ({size} bytes; this system allows "
+            f"{limit}): choose a shorter name."
+        )
+
+
+# The files of a saved fit (`saved_fit`): a script's output written over one would break it.
+FIT_FILES = ("results.json", "fit.json", "snapshots.npz", "dataset.npz")
 
 
 def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
@@ -99,7 +113,7 @@ def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
         )
     if isinstance(path, str) and not path.strip():
         raise CheckpointError(f"the {what} is an empty path: name a folder.")
-    _refuse_url(path, what, "folder")
+    refuse_url(path, what, "folder")
     path = pathlib.Path(path)
     if path.is_symlink() and not path.exists():
         raise CheckpointError(
@@ -166,12 +180,13 @@ def check_writable_file(
     """Proves `path` can be written (its folder made if needed) before any work is done.
     `overwrite=False`: an existing file is refused too (None: replacing it is the script's
     documented behaviour)."""
-    _refuse_url(path, what, "file")  # before pathlib makes gs:// one slash
+    refuse_url(path, what, "file")  # before pathlib makes gs:// one slash
     path = pathlib.Path(path)
-    if len(os.fsencode(path.name)) > _name_max(path):
+    check_name_fits(path, what)
+    if path.name in FIT_FILES and (path.parent / "fit.json").is_file():  # even with overwrite
         raise CheckpointError(
-            f"{what} name {path.name[:40]}... is too long ({len(os.fsencode(path.name))} bytes; "
-            f"this system allows {_name_max(path)}): choose a shorter name."
+            f"{path} is a file of the saved fit in {path.parent}: writing {what} over it would "
+            f"break that fit. Pass another file."
         )
     if path.is_dir():
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from policy_gnn_jax import data
 from policy_gnn_jax.config import Config, ConfigError
-from policy_gnn_jax.runtime import checkpoint, outputs
+from policy_gnn_jax.runtime import checkpoint, files, outputs
 from policy_gnn_jax.runtime.checkpoint import CheckpointError
 
 # 2: with the manifest (`files`, `run_fingerprint`), required; 1: fits saved before it.
@@ -303,6 +303,8 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
 def _as_path(folder) -> pathlib.Path:
     if not isinstance(folder, str | os.PathLike) or not str(folder):
         raise CheckpointError(f"a saved fit's folder must be a path, got {folder!r}.")
+    files.refuse_url(folder, "the saved fit's folder", "folder")
+    files.check_name_fits(pathlib.Path(folder), "the saved fit's folder")
     return pathlib.Path(folder)
 
 

@@ -139,13 +139,19 @@ DEFAULTS = {"--dataset": "cora", "--datasets": ["cora", "citeseer", "pubmed"]}
 
 
 def _warn_unread_dataset_flags(args) -> None:
-    """A dataset flag the command does not read is said, never silently dropped."""
+    """A dataset flag the command does not read is said, never silently dropped; so are the
+    run flags of `figures`, which draws the runs already under --out."""
     given = {"--dataset": args.dataset, "--datasets": args.datasets}
     for flag, value in given.items():
         if value != DEFAULTS[flag] and READS.get(args.what) != flag:
             reads = READS.get(args.what)
             instead = f" (it reads {reads})" if reads else ""
             print(f"warning: {flag} is not used by {args.what}{instead}.", file=sys.stderr)
+    runs = {"--seeds": args.seeds != 10, "--episodes": args.episodes is not None,
+            "--seed-mode": args.seed_mode != "vmap"}  # fmt: skip
+    for flag in (f for f, said in runs.items() if said and args.what == "figures"):
+        print(f"warning: {flag} is not used by figures (it draws the runs under --out).",
+              file=sys.stderr)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -187,17 +187,20 @@ def headroom(args) -> None:
     print(text)
 
 
-def _check_fig1_is_this_datasets(path: pathlib.Path, ds, overwrite: bool) -> None:
+def _check_fig1_is_this_commands(path: pathlib.Path, ds, args) -> None:
     """fig1's files are named by the dataset's name, which two graphs can share: another
-    graph's (or an unrecorded one's) are refused before any run unless `overwrite`."""
-    if not path.exists() or overwrite:
+    graph's, another command's (seeds, seed mode, preset) or an unrecorded one's are refused
+    before any run unless --overwrite."""
+    if not path.exists() or args.overwrite:
         return
     saved = checkpoint.read_json(path)
-    if not isinstance(saved, dict) or not ds.made_of(str(saved.get("dataset_fingerprint"))):
+    ours = {"seeds": args.seeds, "seed_mode": args.seed_mode, "preset": args.preset}
+    same = isinstance(saved, dict) and ds.made_of(str(saved.get("dataset_fingerprint")))
+    if not same or any(saved.get(k) != v for k, v in ours.items()):
         raise checkpoint.CheckpointError(
-            f"{path} (and its figure) were drawn from another graph named {ds.name}, or from "
-            f"one not recorded: nothing was replaced. Pass --overwrite to replace them, or use "
-            f"another --out."
+            f"{path} (and its figure) were drawn by another command (another graph named "
+            f"{ds.name}, other seeds, seed mode or preset, or one not recorded): nothing was "
+            f"replaced. Pass --overwrite to replace them, or use another --out."
         )
 
 
@@ -213,7 +216,7 @@ def fig1(args) -> None:
 
     ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
     out = pathlib.Path(args.out)
-    _check_fig1_is_this_datasets(out / f"fig1_{ds.name}.json", ds, args.overwrite)
+    _check_fig1_is_this_commands(out / f"fig1_{ds.name}.json", ds, args)
     g = graph.from_dataset(ds)
     picked = np.sort(np.random.default_rng(0).choice(len(ds.test_index), 20, replace=False))
     grid = []
@@ -223,6 +226,7 @@ def fig1(args) -> None:
             b,
             runner.seed_keys(0, args.seeds),
             desc=f"fig1 depth {depth}",
+            seed_mode=args.seed_mode,
             compiler_options=compilation.compiler_options(True, g.kernels != "gather"),
         )
         grid.append(res["test_correct"][:, picked].mean(0))
@@ -247,6 +251,8 @@ def fig1(args) -> None:
             "depths": list(range(1, 6)),
             "fraction_correct": grid.tolist(),
             "seeds": args.seeds,
+            "seed_mode": args.seed_mode,
+            "preset": args.preset,
             "dataset_fingerprint": ds.fingerprint(),
         },
     )
