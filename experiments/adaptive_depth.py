@@ -311,13 +311,13 @@ def run(args) -> None:
         twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
         if twice is not None:
             raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")
-    _warn_unread_flags(args)
     written = args.ablation_json if args.what == "ablate" else args.results_json
     checkpoint.check_writable_file(written)
     if args.what == "ablate":  # merged into after the sweeps: checked before them
         study_files.check(written, ABLATION_FILE, ablation_shape)
     else:
         study_files.check(written, ADAPTIVE_DEPTH_FILE, adaptive_depth_shape)
+    _warn_unread_flags(args)  # once the command is known to run: a refusal stays one line
     with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
         {"ablate": ablate, "results": results}[args.what](args)
 

@@ -343,13 +343,6 @@ def run(args) -> None:
         if pathlib.Path(getattr(args, flag)).suffix.lower() != ".json":  # the table is its .md
             raise pg.ConfigError(f"--{flag.replace('_', '-')} must name a .json file.")
     _check_distinct_outputs(args)
-    given = {"--episodes": args.episodes != EPISODES, "--skip": bool(args.skip),
-             "--results-json": args.results_json != STUDY_FILES["--results-json"],
-             "--figure": args.figure != STUDY_FILES["--figure"]}  # fmt: skip
-    unused = [flag for flag, said in given.items() if said and args.what == "options"]
-    if unused:  # the study's: a setting that changes nothing is said, never silently dropped
-        print(f"warning: {', '.join(unused)} not used by options (they are the study's).",
-              file=sys.stderr)  # fmt: skip
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
     results = pathlib.Path(args.results_json)
@@ -360,6 +353,13 @@ def run(args) -> None:
     heterophily_table.check_files(
         pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS)
     )
+    given = {"--episodes": args.episodes != EPISODES, "--skip": bool(args.skip),
+             "--results-json": args.results_json != STUDY_FILES["--results-json"],
+             "--figure": args.figure != STUDY_FILES["--figure"]}  # fmt: skip
+    unused = [flag for flag, said in given.items() if said and args.what == "options"]
+    if unused:  # the study's: a setting that changes nothing is said, never silently dropped
+        print(f"warning: {', '.join(unused)} not used by options (they are the study's).",
+              file=sys.stderr)  # fmt: skip
     (choose_options if args.what == "options" else study)(args)
 
 

@@ -6,6 +6,7 @@ any training where it can be known then, never in a traceback or a plausible wro
 """
 
 import dataclasses
+import functools
 import os
 
 import chex
@@ -332,10 +333,10 @@ def test_config_replace_is_validated():
 
 
 def test_the_adaptive_depth_table_takes_only_runs_of_its_backbone_and_seed_count(
-    adaptive_depth_module,
+    adaptive_depth_module, small_dataset
 ):
     """Before: `results` read whatever preset or seed count had run last in the cache."""
-    mismatch = adaptive_depth_module._mismatch
+    mismatch = functools.partial(adaptive_depth_module._mismatch, ds=small_dataset)
     record = {"config": {"backbone": "gcn"}, "seeds": 10}
     assert mismatch(record, "gcn", 10) is None
     assert "3 seeds, not 10" in mismatch({**record, "seeds": 3}, "gcn", 10)

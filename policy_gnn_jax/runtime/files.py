@@ -158,7 +158,7 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
     length, limit = len(os.fsencode(str(path.absolute()))), _path_max(path)
     if length + DEPTH_WRITTEN > limit:
         raise CheckpointError(
-            f"the {what} {str(path)[:60]}... is a path of {length} bytes; a run writes files up "
+            f"{what} {str(path)[:60]}... is a path of {length} bytes; a run writes files up "
             f"to {DEPTH_WRITTEN} bytes deeper, and this system allows paths of {limit}: choose "
             f"a shorter folder."
         )
