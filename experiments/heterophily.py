@@ -67,27 +67,12 @@ def fit_or_load(
     one, saved there. Another run's fit in `folder` is refused before training unless
     `overwrite` (--overwrite), never replaced silently."""
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
-    if _saved_record(folder, ds, prepared, method, seeds, overwrite) is not None:
+    if saved_fit.reusable_record(folder, ds, prepared, method, seeds, 0, "vmap", overwrite):
         return pg.load(folder)
     outputs.check_no_result(folder, overwrite, "--overwrite")
     fitted = pg.fit(ds, cfg, method=method, seeds=seeds, progress=False)
     fitted.save(folder, overwrite=overwrite)
     return fitted
-
-
-def _saved_record(folder: pathlib.Path, ds, prepared, method: str, seeds: int, overwrite: bool):
-    """The record of this run saved in `folder`, or None. A damaged one is trained again under
-    --overwrite, else refused with what to do."""
-    try:
-        return saved_fit.saved_record_of(folder, ds, prepared, method, seeds, 0, "vmap")
-    except checkpoint.CheckpointError as err:
-        if overwrite:
-            print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
-            return None
-        raise checkpoint.CheckpointError(
-            f"{folder} holds a damaged run ({err}) Delete {folder}, or pass --overwrite to "
-            f"train it again."
-        ) from None
 
 
 def best_fixed(fixed: dict) -> int:
@@ -165,8 +150,9 @@ def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> N
         prepared = methods.get(method).prepare(cfg_m)
         runs = {k: folder / f"split-{k}" / f"{method}-s{args.seeds}-e{args.episodes}"
                 for k in splits}  # fmt: skip
-        todo = [k for k in splits if _saved_record(runs[k], datasets[k], prepared, method,
-                                                   args.seeds, args.overwrite) is None]  # fmt: skip
+        todo = [k for k in splits if saved_fit.reusable_record(
+            runs[k], datasets[k], prepared, method, args.seeds, 0, "vmap", args.overwrite
+        ) is None]  # fmt: skip
         if len(todo) < 2:
             continue
         for k in todo:  # refused before training

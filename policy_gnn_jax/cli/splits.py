@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import re
-import sys
 import time
 
 from policy_gnn_jax import config, data, methods, split_sweep
@@ -162,18 +161,9 @@ def _reusable(folder: pathlib.Path, ds, prepared, method: str, args, batch) -> d
     """The record of the fit in `folder` if it is this split's run (and was run with the same
     splits, where its bits depend on them). A damaged one is trained again under --overwrite,
     else refused with what to do."""
-    try:
-        record = saved_fit.saved_record_of(
-            folder, ds, prepared, method, args.seeds, args.seed, args.seed_mode
-        )
-    except checkpoint.CheckpointError as err:
-        if args.overwrite:
-            print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
-            return None
-        raise checkpoint.CheckpointError(
-            f"{folder} holds a damaged fit ({err}) Delete {folder}, or pass --overwrite to "
-            f"train that split again."
-        ) from None
+    record = saved_fit.reusable_record(
+        folder, ds, prepared, method, args.seeds, args.seed, args.seed_mode, args.overwrite, "fit"
+    )
     if record is None or record.get("split_batch") == batch:
         return record
     if args.overwrite:

@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import shutil
+import sys
 import zipfile
 
 import numpy as np
@@ -360,12 +361,36 @@ def saved_record_of(
         return None
     saved = checkpoint.read_json(manifest)
     found = saved.get("run_fingerprint") if isinstance(saved, dict) else None
-    if found != run_fingerprint(ds, config, method, seeds, seed):
-        if found != run_fingerprint(ds, config, method, seeds, seed, legacy=True):
-            return None
-        # Saved before the parts' sizes were in the fingerprint: its record must say them.
-        _, record, _, _ = read(folder)
-        if not str(record.get("dataset_summary", "")).endswith(ds.part_sizes()):
-            return None
+    today = found == run_fingerprint(ds, config, method, seeds, seed)
+    if not today and found != run_fingerprint(ds, config, method, seeds, seed, legacy=True):
+        return None
     _, record, _, _ = read(folder)  # every file checked against the manifest
+    # Saved before the parts' sizes were in the fingerprint: its record must say them.
+    if not today and not str(record.get("dataset_summary", "")).endswith(ds.part_sizes()):
+        return None
     return record if record.get("seed_mode", "vmap") == seed_mode else None
+
+
+def reusable_record(
+    folder,
+    ds: data.Dataset,
+    config,
+    method: str,
+    seeds: int,
+    seed: int,
+    seed_mode: str,
+    overwrite: bool,
+    what: str = "run",
+) -> dict | None:
+    """`saved_record_of` for a command that reuses saved runs: a damaged one is trained again
+    (with a warning) under --overwrite, else refused with what to do."""
+    try:
+        return saved_record_of(folder, ds, config, method, seeds, seed, seed_mode)
+    except CheckpointError as err:
+        if overwrite:
+            print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
+            return None
+        raise CheckpointError(
+            f"{folder} holds a damaged {what} ({err}) Delete {folder}, or pass --overwrite to "
+            f"train it again."
+        ) from None
