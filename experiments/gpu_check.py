@@ -130,6 +130,7 @@ def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str)
             k: a["config"][k]
             for k in ("num_episodes", "reproducible", "matmul_precision", "engine")
         },  # fmt: skip
+        "engine": a.get("engine"),
         "kernels": a.get("kernels"),
         "compiler_options": a.get("compiler_options"),
     }

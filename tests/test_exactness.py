@@ -145,6 +145,7 @@ def test_bit_identical_is_claimed_only_where_shown():
     assert not claim(both, "gather", "full", backend="tpu")  # never checked on a TPU
     assert claim(both, "gather", "full", backend="gpu")  # the GPU check, on an H100
     assert not claim(both, "gather", "subgraph", backend="gpu")  # not shown yet
+    assert claim(compilation.AUTOTUNE_OFF, "gather", "full", backend="gpu")  # on an H200
 
 
 def test_a_fit_saved_before_the_compile_fields_loads_as_it_was_trained(tmp_path, small_dataset):
@@ -220,3 +221,23 @@ def test_the_gpu_check_runs_on_a_cpu_and_keeps_its_report(tmp_path):
     again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 2 and "--overwrite" in again.stderr
     assert json.loads(out.read_text()) == report
+
+
+def _shown_on_a_gpu() -> set:
+    """(engine, kernels, option names) that a committed GPU check ran in two processes and
+    found identical in every field: the evidence GPU_VERIFIED must rest on."""
+    engine_of_step = {"readme_twice": "full", "readme_tf32_twice": "full",
+                      "subgraph_twice": "subgraph"}  # fmt: skip
+    shown = set()
+    for path in sorted((ROOT / "docs" / "results").glob("gpu_check_*.json")):
+        report = json.loads(path.read_text())
+        for name, step in report["steps"].items():
+            if name in engine_of_step and step.get("identical") is True:
+                engine = step.get("engine", engine_of_step[name])
+                options = tuple(sorted(step["compiler_options"] or ()))
+                shown.add((engine, step["kernels"], options))
+    return shown
+
+
+def test_a_gpu_claims_bit_identity_exactly_where_a_committed_gpu_check_showed_it():
+    assert compilation.GPU_VERIFIED == _shown_on_a_gpu()
