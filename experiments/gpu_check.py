@@ -38,6 +38,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_exactness.py", "tests/test_kernels.py", "tests/test_gcn.py"]
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
 STEPS = ("readme_twice", "compile_by_size", "settings", "tests", "subgraph_twice",
          "readme_tf32_twice", "engines", "step_epoch_seeds")  # fmt: skip
 
@@ -48,6 +49,9 @@ def parse_args(argv=None):
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--steps", nargs="+", default=list(STEPS), choices=STEPS)
     p.add_argument("--dataset", default="cora")
+    p.add_argument("--data-dir", default=None,
+                   help="the folder the dataset's files are read from (default: where run.py "
+                        "looks, $POLICY_GNN_DATA or its cache)")  # fmt: skip
     p.add_argument("--episodes", type=int, default=60, help="episodes of each README run")
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
@@ -107,8 +111,8 @@ def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str)
     runs, records = [], []
     for copy in ("a", "b"):
         out = work / f"{name}_{copy}"
-        argv = ["experiments/run.py", "--dataset", args.dataset, "--seeds", str(args.seeds),
-                "--no-progress", "--out", str(out), *extra]  # fmt: skip
+        argv = ["experiments/run.py", "--dataset", args.dataset, *_data_dir(args), "--seeds",
+                str(args.seeds), "--no-progress", "--out", str(out), *extra]  # fmt: skip
         runs.append(run_step(argv, timeout / 2))
         path = out / "results.json"
         # Only a run that succeeded: never a file an earlier run left there.
@@ -148,7 +152,7 @@ def plan(args, work: pathlib.Path) -> dict:
         "subgraph_twice": (60, lambda t: twice(
             args, [*few, "--engine", "subgraph"], t, work, "subgraph")),
         "settings": (110, lambda t: json_step(
-            ["benchmarks/bench_compile.py", "--dataset", args.dataset, "--seeds",
+            ["benchmarks/bench_compile.py", "--dataset", args.dataset, *_data_dir(args), "--seeds",
              str(args.seeds), "--settings", "default", "fast", "fast-inlined",
              "deterministic-ops"], t, work / "settings.json")),
         "compile_by_size": (100, lambda t: json_step(
@@ -161,9 +165,14 @@ def plan(args, work: pathlib.Path) -> dict:
             ["benchmarks/bench_scale.py", "--sizes", *sizes[:2], "--episodes", "2"], t,
             work / "engines.json")),
         "step_epoch_seeds": (80, lambda t: run_step(
-            ["benchmarks/bench.py", "--datasets", args.dataset, "--seeds", "4", "--repeats",
+            ["benchmarks/bench.py", "--datasets", args.dataset, *_data_dir(args), "--seeds", "4",
+             "--repeats",
              "3", "--skip-backbones", "--skip-kernels"], t)),
     }  # fmt: skip
+
+
+def _data_dir(args) -> list[str]:
+    return ["--data-dir", args.data_dir] if args.data_dir is not None else []
 
 
 def json_step(argv: list[str], timeout: float, out: pathlib.Path) -> dict:
@@ -209,6 +218,12 @@ def _main(argv=None) -> int:
         return 2
     if os.path.exists(args.dataset):  # the steps run from the repository's root, not here
         args.dataset = os.path.abspath(args.dataset)
+    if args.data_dir is not None:
+        if URL.match(args.data_dir):
+            print(f"error: --data-dir {args.data_dir} is a URL: remote storage is not "
+                  "supported; give a local (or mounted) folder.", file=sys.stderr)  # fmt: skip
+            return 2
+        args.data_dir = os.path.abspath(args.data_dir)
     try:
         backend, kind = device_name()
     except StartError as err:
@@ -254,7 +269,7 @@ def _refused_input(result: dict) -> str | None:
 
 def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
     """Why the report cannot be written at `out` (None: it can), found before any step runs."""
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(out)):
+    if URL.match(str(out)):
         return f"--out {out} is a URL: remote storage is not supported; name a local file."
     try:
         if out.is_dir():

@@ -83,6 +83,9 @@ def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> Non
                     f"replaced."
                 )
         steps = [p.name for p in folder.iterdir() if is_checkpoint_step(p)]
+        # A sweep over splits checkpoints each split in <folder>/split-K/.
+        steps += [f"{p.name}/{q.name}" for p in folder.glob("split-*") if p.is_dir()
+                  for q in p.iterdir() if is_checkpoint_step(q)]  # fmt: skip
         if steps:
             raise CheckpointError(
                 f"{folder} is a checkpoint folder (it holds {steps[0]}/): save results elsewhere."
