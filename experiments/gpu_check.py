@@ -291,6 +291,9 @@ def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
 
 
 def summary_line(name: str, result: dict) -> str:
+    if result.get("identical") is None and "note" in result:
+        rcs = [run.get("rc") for run in result.get("runs", [])]
+        return f"{name}: {result['note']} (exit statuses {rcs})"
     if "identical" in result:
         return (f"{name}: identical={result['identical']} "
                 f"({result.get('differing_fields', '?')} fields differ), wall "
