@@ -97,12 +97,21 @@ def _upcast_small_floats(array: np.ndarray) -> np.ndarray:
     return array.astype(np.float32) if bits <= 16 else array
 
 
+def _integers_float32_rounds(values: np.ndarray) -> int:
+    """How many integers float32 cannot hold exactly. Compared as Python integers: through
+    float64, which rounds beyond 2**53 too, a change can go unseen."""
+    beyond = values[np.abs(values.astype(np.float64)) > 2**24]  # float32 holds all below
+    distinct = np.unique(beyond).tolist()
+    rounded = [v for v in distinct if int(np.float32(v)) != v]
+    return int(np.isin(beyond, np.array(rounded, dtype=values.dtype)).sum()) if rounded else 0
+
+
 def _check_float32_range(values: np.ndarray) -> None:
     if np.issubdtype(values.dtype, np.integer):
-        rounded = values.astype(np.float32).astype(np.float64) != values.astype(np.float64)
-        if np.any(rounded):
+        count = _integers_float32_rounds(values)
+        if count:
             warnings.warn(
-                f"{int(rounded.sum())} feature value(s) (integers beyond 2**24) are rounded in "
+                f"{count} feature value(s) (integers beyond 2**24) are rounded in "
                 f"float32, which this library computes in: rescale them if the digits matter.",
                 stacklevel=4,
             )

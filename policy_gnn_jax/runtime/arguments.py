@@ -59,6 +59,21 @@ def check_jax_modes() -> None:
             "policy-gnn-jax computes in 32 bits, and its results would silently differ. Turn it "
             "off for this process."
         )
+    # A seed names its run only under JAX's default random numbers: these settings make every
+    # draw another, in a record that could not say so.
+    random_settings = {
+        "jax_default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", "threefry2x32"),
+        "jax_random_seed_offset": ("JAX_RANDOM_SEED_OFFSET", 0),
+        "jax_threefry_partitionable": ("JAX_THREEFRY_PARTITIONABLE", True),
+    }
+    for name, (variable, usual) in random_settings.items():
+        if getattr(jax.config, name, usual) != usual:
+            raise config_lib.ConfigError(
+                f"JAX's {variable}={getattr(jax.config, name)} (or jax.config.update({name!r}, "
+                f"...)) is set: every random draw would differ from the seed's run, so a result "
+                f"could not be reproduced from its record. Unset it (JAX's default is {usual!r}) "
+                f"for this process."
+            )
     # The library's code relies on numpy's broadcasting and type promotion.
     strict = {
         "jax_numpy_rank_promotion": ("raise", "JAX_NUMPY_RANK_PROMOTION", "allow"),

@@ -163,10 +163,14 @@ class Checkpointer:
             "state": jax.eval_shape(keys_to_data, state_like),
             "metrics": metrics_like_fn(meta["units_done"]),
         }
-        try:
-            restored = self._manager.read_run(step, target)
-        except Exception as err:
-            raise self._corrupt(step, err) from None
+        with failed_writes.stderr_held() as held:
+            try:
+                restored = self._manager.read_run(step, target)
+            except Exception as err:  # orbax's threads complain as its reads fail: not to users
+                held.drop()
+                failed_writes.close_quietly(self._manager, self.directory)
+                held.wait_until_quiet()
+                raise self._corrupt(step, err) from None
         state = data_to_keys(restored["state"], state_like)
         metrics = jax.tree.map(np.asarray, restored["metrics"])
         self._restored = (meta["units_done"], float(meta.get("wall_time_s", 0.0)))
