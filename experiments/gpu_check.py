@@ -25,6 +25,7 @@ step's output go to `--out` as JSON; an existing file is kept unless `--overwrit
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -236,6 +237,22 @@ def _main(argv=None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    lock = _lock_report(out)
+    if isinstance(lock, str):
+        print(f"error: {lock}", file=sys.stderr)
+        return 2
+    try:
+        return _check(args, backend, kind, out)
+    finally:
+        lock.unlink(missing_ok=True)  # before the file is closed: no one can hold it meanwhile
+
+
+def _check(args, backend: str, kind: str, out: pathlib.Path) -> int:
+    """The steps, once `out` is this process's to write."""
+    problem = _unwritable(out, args.overwrite)  # a check that ended meanwhile may have written
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     print(f"gpu check on {kind} ({backend}); budget {args.budget_s:.0f} s", flush=True)
     report = {"backend": backend, "device": kind, "args": vars(args), "steps": {}}
     start = time.perf_counter()
@@ -269,10 +286,39 @@ def _refused_input(result: dict) -> str | None:
     return None
 
 
+def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
+    """`<out>.lock`, locked by this process for as long as it runs (the lock ends with it), or
+    why it cannot be: another check writing the same report."""
+    path = out.with_name(out.name + ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        return f"cannot write {path} ({err.strerror or err}): choose a writable --out."
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        return (f"another gpu_check (process {owner}) is writing {out}: wait for it, or "
+                f"choose another --out.")  # fmt: skip
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _LOCKS.append(fd)  # kept open, and so locked, until the process ends
+    return path
+
+
+_LOCKS: list[int] = []
+
+
 def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
     """Why the report cannot be written at `out` (None: it can), found before any step runs."""
     if URL.match(str(out)):
         return f"--out {out} is a URL: remote storage is not supported; name a local file."
+    from policy_gnn_jax.runtime.files import FIT_FILES  # the package, once JAX is known to start
+
+    if out.name in FIT_FILES and (out.parent / "fit.json").is_file():  # even with --overwrite
+        return (f"{out} is a file of the saved fit in {out.parent}: the report would break "
+                f"that fit. Choose another --out.")  # fmt: skip
     try:
         if out.is_dir():
             return f"--out {out} is a folder: name a file."

@@ -53,3 +53,39 @@ def test_a_fit_is_not_saved_over_a_sweeps_checkpoint_folder(tmp_path, small_data
     with pytest.raises(pg.CheckpointError, match="checkpoint"):
         fitted.save(tmp_path / "ckpt")
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["split-0"]
+
+
+def test_the_gpu_check_never_writes_over_a_saved_fits_file(tmp_path, small_dataset):
+    """Before: `--out FIT/results.json --overwrite` wrote the report over the fit's file, and
+    the fit no longer loaded."""
+    import policy_gnn_jax as pg
+
+    pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False).save(
+        tmp_path / "fit"
+    )
+    before = {p.name: p.read_bytes() for p in (tmp_path / "fit").iterdir()}
+    for name in ("results.json", "fit.json"):
+        done = _gpu_check(tmp_path, "--out", f"fit/{name}", "--overwrite", "--dataset", "nosuch")
+        assert done.returncode == 2, done.stderr[-2000:]
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "saved fit" in lines[0], lines
+    assert {p.name: p.read_bytes() for p in (tmp_path / "fit").iterdir()} == before
+
+
+def test_a_second_gpu_check_on_the_same_report_is_refused_while_the_first_runs(tmp_path):
+    """Before: two checks on one --out both ended with exit 0, and one report was lost."""
+    import fcntl
+    import os
+
+    lock = tmp_path / "gc.json.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"12345")
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running check holds it
+    try:
+        done = _gpu_check(tmp_path, "--out", "gc.json", "--dataset", "nosuch")
+    finally:
+        os.close(fd)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "12345" in lines[0], lines
+    assert not (tmp_path / "gc.json").exists()
