@@ -88,3 +88,44 @@ def test_a_checkpoint_whose_arrays_are_damaged_is_one_error_line(tmp_path):
     assert "Traceback" not in again.stderr, again.stderr[-3000:]
     lines = again.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), lines[:5]
+
+
+def _headroom(reproduce_module, out, seeds):
+    argv = ["headroom", "--datasets", "csbm", "--seeds", str(seeds), "--preset", "tiny",
+            "--out", str(out), "--headroom-json", str(out.parent / "merged.json")]  # fmt: skip
+    return reproduce_module.main(argv)
+
+
+def test_the_headroom_cache_of_other_seeds_is_not_replaced_unasked(reproduce_module, tmp_path,
+                                                                    capsys):  # fmt: skip
+    """Before: a second run with other --seeds replaced the cache, headroom.json and
+    headroom.md, then refused the merge saying "nothing was written"."""
+    out = tmp_path / "o"
+    assert _headroom(reproduce_module, out, 1) == 0
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in files}
+    capsys.readouterr()
+    assert _headroom(reproduce_module, out, 2) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and "another" in err, err
+    assert {p: p.read_bytes() for p in sorted(p for p in tmp_path.rglob("*") if p.is_file())} == (
+        before
+    )
+
+
+@pytest.mark.parametrize("damage", ["no-tag", "not-npz"])
+def test_a_damaged_headroom_cache_is_made_again_with_a_warning(reproduce_module, tmp_path,
+                                                               capsys, damage):  # fmt: skip
+    """Before: a cache without its tag was a KeyError traceback; one that was not an npz gave
+    numpy's advice to unpickle it."""
+    cache = tmp_path / "o" / "csbm" / "headroom_probs.npz"
+    cache.parent.mkdir(parents=True)
+    if damage == "no-tag":
+        np.savez(cache, probs=np.zeros(3))
+    else:
+        cache.write_bytes(b"not an npz")
+    assert _headroom(reproduce_module, tmp_path / "o", 1) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and str(cache) in err, err
+    with np.load(cache) as z:
+        assert "tag" in z.files

@@ -19,7 +19,10 @@ import fcntl
 import json
 import os
 import pathlib
+import sys
 from collections.abc import Callable
+
+import numpy as np
 
 from policy_gnn_jax.runtime import checkpoint, outputs
 
@@ -64,3 +67,37 @@ def _folder_locked(folder: pathlib.Path):
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def read_cache(path, tag: str, expected: dict, overwrite: bool, what: str) -> dict | None:
+    """The arrays a study cached at `path` for exactly `tag` (a JSON of what made them), else
+    None: nothing there, or a damaged cache (unreadable, or an array not as `expected`: a shape,
+    or an array it must equal), which is made again with a warning. The cache of another run is
+    refused unless `overwrite`, naming `what` it holds, so it is never replaced unasked."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise checkpoint.CheckpointError(f"{path} is a folder, where {what} go: move it away.")
+    if not path.exists():
+        return None
+    try:
+        with np.load(path) as z:
+            if str(z["tag"]) != tag:
+                if overwrite:
+                    return None
+                raise checkpoint.CheckpointError(
+                    f"{path} holds {what} of another configuration or data: nothing was "
+                    f"replaced. Pass --overwrite to train them again, or use another --out."
+                )
+            cached = {k: z[k] for k in expected}
+        for key, want in expected.items():
+            same = (cached[key].shape == want if isinstance(want, tuple)
+                    else np.array_equal(cached[key], want))  # fmt: skip
+            if not same:
+                raise ValueError(f"its {key} differ from this run's")
+        return cached
+    except checkpoint.CheckpointError:
+        raise
+    except Exception as err:
+        print(f"warning: {path} could not be read ({type(err).__name__}: {err}); training its "
+              f"runs again.", file=sys.stderr)  # fmt: skip
+    return None

@@ -18,7 +18,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import split_sweep
-from policy_gnn_jax.runtime import checkpoint
+from policy_gnn_jax.runtime import checkpoint, study_files
 
 
 def fixed_depths(
@@ -96,15 +96,10 @@ def _shapes(num_depths: int, seeds: int, ds) -> dict:
 def _cached_fixed(
     path: pathlib.Path, tag: str, shapes: dict, depths, overwrite: bool
 ) -> dict | None:
-    """The fixed-depth results cached at `path` for exactly `tag`, else None. The cache is
-    this module's own: a damaged one (unreadable, or arrays not of the run's shapes) is made
-    again, with a warning; another run's is refused unless `overwrite`."""
-    if path.is_dir():
-        raise checkpoint.CheckpointError(
-            f"{path} is a folder, where the fixed-depth runs' cache goes: move it away."
-        )
-    if not path.exists():
-        return None
+    """The fixed-depth results cached at `path` for exactly `tag`, else None
+    (`study_files.read_cache`: a damaged cache is made again, another run's refused)."""
+    expected = {**shapes, "depths": depths}
+    return study_files.read_cache(path, tag, expected, overwrite, "the fixed-depth runs")
     try:
         with np.load(path) as z:
             if str(z["tag"]) != tag:

@@ -98,11 +98,13 @@ def fixed_depth_probs(name, ds, args, out_root) -> tuple[np.ndarray, np.ndarray]
     depths = np.arange(0 if base.backbone == "decoupled" else 1, base.max_depth + 1)
     path = run_cache.dataset_folder(out_root, name) / "headroom_probs.npz"
     tag = json.dumps([dataclasses.asdict(base), args.seeds, ds.fingerprint()], sort_keys=True)
-    if path.exists():
-        with np.load(path) as z:
-            if str(z["tag"]) == tag:
-                print(f"reusing {path}")
-                return z["probs"], z["depths"]
+    shape = (len(depths), args.seeds, ds.num_nodes, ds.num_classes)
+    what = "the headroom analysis's fixed-depth runs"
+    expected = {"probs": shape, "depths": depths}
+    cached = study_files.read_cache(path, tag, expected, args.overwrite, what)
+    if cached is not None:
+        print(f"reusing {path}")
+        return cached["probs"], cached["depths"]
     nodes = np.arange(ds.num_nodes)
     probs = []
     for depth in depths:
@@ -180,10 +182,11 @@ def headroom(args) -> None:
         return {**merged, args.backbone: {**merged.get(args.backbone, {}), **analyses}}
 
     study_files.check(merged_path, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES))
-    checkpoint.atomic_write_text(out / "headroom.md", text)
-    checkpoint.atomic_write_text(out / "headroom.json", json.dumps(analyses, indent=2))
     study_files.merge(merged_path, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES),
                       add_backbone)  # fmt: skip
+    # Only once the merge is accepted: a refused run leaves this run's files as they were.
+    checkpoint.atomic_write_text(out / "headroom.md", text)
+    checkpoint.atomic_write_text(out / "headroom.json", json.dumps(analyses, indent=2))
     print(text)
 
 
