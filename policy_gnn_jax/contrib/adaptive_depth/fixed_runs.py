@@ -12,7 +12,6 @@ import dataclasses
 import io
 import json
 import pathlib
-import sys
 
 import numpy as np
 
@@ -100,24 +99,3 @@ def _cached_fixed(
     (`study_files.read_cache`: a damaged cache is made again, another run's refused)."""
     expected = {**shapes, "depths": depths}
     return study_files.read_cache(path, tag, expected, overwrite, "the fixed-depth runs")
-    try:
-        with np.load(path) as z:
-            if str(z["tag"]) != tag:
-                if overwrite:
-                    return None
-                raise checkpoint.CheckpointError(
-                    f"{path} holds the fixed-depth runs of another configuration or data: "
-                    f"nothing was replaced. Pass --overwrite to train them again, or use "
-                    f"another --out."
-                )
-            cached = {k: z[k] for k in ("probs", "val", "test", "depths")}
-        wrong = [k for k, shape in shapes.items() if cached[k].shape != shape]
-        if wrong or not np.array_equal(cached["depths"], depths):
-            raise ValueError(f"its {', '.join(wrong) or 'depths'} differ from this run's")
-        return cached
-    except checkpoint.CheckpointError:
-        raise
-    except Exception as err:
-        print(f"warning: {path} could not be read ({type(err).__name__}: {err}); training its "
-              f"runs again.", file=sys.stderr)  # fmt: skip
-    return None
