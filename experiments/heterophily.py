@@ -131,11 +131,20 @@ def study(args) -> None:
                          "max_depth": args.max_depth, "episodes": args.episodes,
                          "rows": {key: _over_splits(v) for key, v in rows.items()}}  # fmt: skip
         depth_points[name] = np.concatenate(points) if points else np.zeros((0, 3))
+    write_results(args, summary, depth_points)
+
+
+def write_results(args, summary: dict, depth_points: dict) -> None:
+    """Merges this run's datasets into --results-json; the table, the figure's points and the
+    figure, which show every dataset the files hold, are written under the same lock."""
     results = pathlib.Path(args.results_json)
-    merged = _merge_json(results, summary, args.overwrite, extra={"datasets": summary})
-    # The table and the figure show every dataset the files hold, not only this run's.
-    heterophily_table.write(results.with_suffix(".md"), merged["datasets"], POLICIES)
-    figures.depths_by_structure(_merge_points(results, depth_points), pathlib.Path(args.figure))
+
+    def side_files(merged: dict) -> None:
+        heterophily_table.write(results.with_suffix(".md"), merged["datasets"], POLICIES)
+        figures.depths_by_structure(_merge_points(results, depth_points),
+                                    pathlib.Path(args.figure))  # fmt: skip
+
+    _merge_json(results, summary, args.overwrite, extra={"datasets": summary}, then=side_files)
 
 
 def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> None:
@@ -232,8 +241,8 @@ def _read_json(path: pathlib.Path) -> dict:
     return checkpoint.read_json(path) if path.exists() else {}
 
 
-def _merge_json(path: pathlib.Path, entries: dict, overwrite: bool, extra: dict | None = None
-                ) -> dict:  # fmt: skip
+def _merge_json(path: pathlib.Path, entries: dict, overwrite: bool, extra: dict | None = None,
+                then=None) -> dict:  # fmt: skip
     """Adds `entries` to the file (under "datasets" with `extra`), keeping every other entry;
     one it holds already is replaced only if the same or `overwrite`. Returns what the file now
     holds. The read and the write are one step under the file's lock (`study_files`)."""
@@ -251,7 +260,7 @@ def _merge_json(path: pathlib.Path, entries: dict, overwrite: bool, extra: dict 
 
     if extra is None:
         return study_files.merge(path, OPTIONS_FILE, options_shape(OPTIONS), add)
-    return study_files.merge(path, HETEROPHILY_FILE, heterophily_shape, add)
+    return study_files.merge(path, HETEROPHILY_FILE, heterophily_shape, add, then)
 
 
 def _merge_points(results: pathlib.Path, points: dict) -> dict:
@@ -339,6 +348,12 @@ def run(args) -> None:
     heterophily_table.check_files(
         pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS)
     )
+    with outputs.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
+        _warn_unused(args)
+        (choose_options if args.what == "options" else study)(args)
+
+
+def _warn_unused(args) -> None:
     given = {"--episodes": args.episodes != EPISODES, "--skip": bool(args.skip),
              "--results-json": args.results_json != STUDY_FILES["--results-json"],
              "--figure": args.figure != STUDY_FILES["--figure"]}  # fmt: skip
@@ -346,7 +361,6 @@ def run(args) -> None:
     if unused:  # the study's: a setting that changes nothing is said, never silently dropped
         print(f"warning: {', '.join(unused)} not used by options (they are the study's).",
               file=sys.stderr)  # fmt: skip
-    (choose_options if args.what == "options" else study)(args)
 
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")

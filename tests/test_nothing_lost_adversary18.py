@@ -129,3 +129,80 @@ def test_a_damaged_headroom_cache_is_made_again_with_a_warning(reproduce_module,
     assert "warning:" in err and str(cache) in err, err
     with np.load(cache) as z:
         assert "tag" in z.files
+
+
+def test_the_files_written_beside_a_merged_file_are_written_under_its_lock(tmp_path):
+    """Before: the heterophily study read and rewrote its figure's points (`X.depths.npz`)
+    after the merge's lock was released: two studies merging at once lost one's points. The
+    merge now writes them in its `then`, while the lock is held."""
+    import fcntl
+
+    from policy_gnn_jax.runtime import study_files
+
+    path = tmp_path / "m.json"
+    seen = {}
+
+    def then(merged):
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen["locked"] = False
+        except BlockingIOError:
+            seen["locked"] = True
+        finally:
+            os.close(fd)
+        seen["merged"] = merged
+
+    study_files.merge(path, "a test file", lambda x: isinstance(x, dict),
+                      lambda old: {**old, "a": 1}, then=then)  # fmt: skip
+    assert seen == {"locked": True, "merged": {"a": 1}}
+
+
+def test_the_heterophily_study_writes_its_points_table_and_figure_under_the_lock(
+    experiment, tmp_path, monkeypatch
+):
+    """The study's side files are written inside the merge (the test above), not after it."""
+    import fcntl
+    import json
+
+    het = experiment("heterophily")
+    results = tmp_path / "r.json"
+    summary = {"texas": json.loads((ROOT / "docs/results/heterophily.json").read_text())
+               ["datasets"]["texas"]}  # fmt: skip
+    locked = []
+
+    def held() -> bool:
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    monkeypatch.setattr(het.figures, "depths_by_structure", lambda *a: locked.append(held()))
+    monkeypatch.setattr(het.heterophily_table, "write", lambda *a: locked.append(held()))
+    args = het.parse_args(["study", "--results-json", str(results),
+                           "--figure", str(tmp_path / "f.png")])  # fmt: skip
+    het.write_results(args, summary, {"texas": np.ones((4, 3))})
+    assert locked == [True, True]
+    with np.load(tmp_path / "r.depths.npz") as z:
+        assert z["texas"].shape == (4, 3)
+
+
+def test_a_second_heterophily_run_on_one_out_is_refused_before_it_trains(tmp_path):
+    """Before: --out was not locked: two studies on one folder both trained everything, and
+    the second then failed with the library's "pass overwrite=True"."""
+    from test_heterophily import _need
+    from test_heterophily_study import _study
+
+    from policy_gnn_jax.runtime import outputs
+
+    _need("texas.npz")
+    with outputs.FolderLock(tmp_path / "runs", "output folder"):  # as a running study holds it
+        done = _study(tmp_path, "options", "--options", "plain", "ego")
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "another" in lines[0] and str(os.getpid()) in lines[0], lines
+    assert not (tmp_path / "options.json").exists()

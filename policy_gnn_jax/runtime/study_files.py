@@ -48,14 +48,18 @@ def check(path, what: str, shape_ok: Callable[[object], bool]) -> dict:
     return value
 
 
-def merge(path, what: str, shape_ok, update: Callable[[dict], dict]) -> dict:
+def merge(path, what: str, shape_ok, update: Callable[[dict], dict],
+          then: Callable[[dict], None] | None = None) -> dict:  # fmt: skip
     """Writes `update(what the file holds now)` to `path` (atomically), the read and the write
     under the folder's lock; returns what was written. `update` may refuse (raise): then
-    nothing is written."""
+    nothing is written. `then(merged)` writes the files made from the merged whole (a table, a
+    figure's points beside it) under the same lock, so that two runs' merges never interleave."""
     path = pathlib.Path(path).resolve()  # a link: its target is the file merged into
     with _folder_locked(path.parent):
         merged = update(check(path, what, shape_ok))
         checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
+        if then is not None:
+            then(merged)
     return merged
 
 
