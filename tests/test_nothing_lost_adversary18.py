@@ -1,6 +1,7 @@
 """Findings of the twentieth adversarial pass: the library's side. Each a test that failed
 before its fix."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -206,3 +207,35 @@ def test_a_second_heterophily_run_on_one_out_is_refused_before_it_trains(tmp_pat
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "another" in lines[0] and str(os.getpid()) in lines[0], lines
     assert not (tmp_path / "options.json").exists()
+
+
+@pytest.mark.parametrize("command, report", [("table", "table3"), ("ablations", "ablations")])
+def test_a_report_of_other_datasets_is_not_replaced_unasked(reproduce_module, tmp_path, capsys,
+                                                            command, report):  # fmt: skip
+    """Before: `table --datasets A` then `table --datasets B` on one --out left a table of B
+    alone, without a word (the same for ablations)."""
+    out = tmp_path / "o"
+    out.mkdir()
+    held = {"table3": {"rows": {}, "best_fixed_depth_by_val": {"citeseer": 2}, "skipped": {}},
+            "ablations": {"policy-gnn": {"citeseer": {}}}}[report]  # fmt: skip
+    (out / f"{report}.json").write_text(json.dumps(held))
+    (out / f"{report}.md").write_text("the earlier table\n")
+    argv = [command, "--datasets", "csbm", "--seeds", "1", "--preset", "tiny", "--out", str(out)]
+    assert reproduce_module.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "citeseer" in err and "--overwrite" in err, err
+    assert (out / f"{report}.md").read_text() == "the earlier table\n"
+    assert sorted(p.name for p in out.iterdir()) == [f"{report}.json", f"{report}.md"]
+
+
+def test_the_probe_tool_does_not_replace_an_earlier_table_unasked(tmp_path):
+    """Before: `--only X` over a folder holding the full table replaced it with one row."""
+    out = tmp_path / "probes"
+    out.mkdir()
+    (out / "probes.md").write_text("the full table\n")
+    done = _python("tools/probe_bad_inputs.py", "--data-dir", str(tmp_path), "--out", str(out),
+                   "--only", "nothing-matches-this")  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--overwrite" in lines[0], lines
+    assert (out / "probes.md").read_text() == "the full table\n"

@@ -34,8 +34,15 @@ def main() -> int:
         default=None,
         help="run only the probes whose name contains one of these",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier table in --out")
     args = p.parse_args()
-    out = checkpoint.check_writable_dir(args.out)
+    try:
+        out = checkpoint.check_writable_dir(args.out)
+        for name in ("probes.md", "probes.json"):
+            checkpoint.check_writable_file(out / name, "the probe table", args.overwrite)
+    except checkpoint.CheckpointError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)

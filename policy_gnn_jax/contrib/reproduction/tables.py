@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import Callable
 
 from policy_gnn_jax import data
 from policy_gnn_jax.contrib.reproduction import runs as run_cache
@@ -95,8 +96,32 @@ def audit_breakdown(name: str, runs: dict) -> str:
     return f"- {name}: " + "; ".join(parts) + "."
 
 
+def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, overwrite: bool
+                       ) -> None:  # fmt: skip
+    """A report is written whole from this run's datasets: one that holds others (`held`) is
+    refused before any run unless --overwrite, so an earlier table is never cut down unasked."""
+    if overwrite or not path.is_file():
+        return
+    try:
+        dropped = sorted(held(json.loads(path.read_text())) - set(names))
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        raise checkpoint.CheckpointError(
+            f"{path} could not be read ({type(err).__name__}), and this run would replace it: "
+            f"pass --overwrite to replace it, or use another --out."
+        ) from None
+    if dropped:
+        raise checkpoint.CheckpointError(
+            f"{path} holds {', '.join(dropped)} too, which this run would drop from it: run "
+            f"with every dataset (--datasets {' '.join([*dropped, *names])}), pass --overwrite "
+            f"to replace it, or use another --out."
+        )
+
+
 def table(args) -> None:
     out = pathlib.Path(args.out)
+    check_report_keeps(out / "table3.json",
+                       lambda t: set(t["best_fixed_depth_by_val"]) | set(t.get("skipped", {})),
+                       args.datasets, args.overwrite)  # fmt: skip
     results, skipped = {}, {}
     for name in args.datasets:
         try:
@@ -176,6 +201,8 @@ ABLATIONS = [
 def ablations(args) -> None:
     """Policy-GNN against one change at a time; the first and last rows are the table's runs."""
     out = pathlib.Path(args.out)
+    check_report_keeps(out / "ablations.json", lambda t: {n for row in t.values() for n in row},
+                       args.datasets, args.overwrite)  # fmt: skip
     lines = [
         "| Variant | " + " | ".join(args.datasets) + " |",
         "|---|" + "---|" * len(args.datasets),
