@@ -239,3 +239,13 @@ def test_the_probe_tool_does_not_replace_an_earlier_table_unasked(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--overwrite" in lines[0], lines
     assert (out / "probes.md").read_text() == "the full table\n"
+
+
+def test_the_revision_comparer_names_a_revision_git_does_not_know_in_one_line(tmp_path):
+    """Before: a CalledProcessError traceback."""
+    done = _python("tools/compare_revisions.py", "--before", "no-such-revision-x",
+                   "--cache", str(tmp_path / "cache"))  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), lines
+    assert "no-such-revision-x" in lines[0]

@@ -107,6 +107,21 @@ def differences(before: pathlib.Path, after: pathlib.Path) -> tuple[list[str], l
     return found, sorted(set(b) - set(a))
 
 
+def _rev_parse(revision: str) -> str:
+    """The commit `revision` names, or RevisionError saying why git cannot tell."""
+    argv = ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{revision}^{{commit}}"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RevisionError(f"git does not know the revision {revision} in {ROOT} ({said}): name "
+                            f"a commit, tag or branch of this checkout.")  # fmt: skip
+    return done.stdout.strip()
+
+
+class RevisionError(Exception):
+    """A revision git cannot resolve, or no git checkout here."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="a git revision")
@@ -115,12 +130,18 @@ def main() -> int:
     parser.add_argument("--cache", default=str(pathlib.Path(tempfile.gettempdir()) / "pgj-cmp"))
     args = parser.parse_args()
     cache = pathlib.Path(args.cache)
-    rev = lambda r: subprocess.check_output(  # noqa: E731
-        ["git", "-C", str(ROOT), "rev-parse", r], text=True
-    ).strip()
-    before_rev = rev(args.before)
-    before_tree = worktree(before_rev, cache / f"tree-{before_rev[:12]}")
-    after_rev = None if args.after is None else rev(args.after)
+    try:
+        before_rev = _rev_parse(args.before)
+        before_tree = worktree(before_rev, cache / f"tree-{before_rev[:12]}")
+        after_rev = None if args.after is None else _rev_parse(args.after)
+    except RevisionError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as err:  # the worktree of a known revision
+        said = (err.stderr or b"").decode(errors="replace").strip().splitlines() or [str(err)]
+        print(f"error: git worktree add failed ({said[-1]}): remove {cache} or pass another "
+              f"--cache.", file=sys.stderr)  # fmt: skip
+        return 2
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="after-", dir=cache))
     if after_rev is None:
         after_tree = copy_of_work_tree(scratch / "tree")
