@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from test_heterophily import HETEROPHILY_DIR
 
 import policy_gnn_jax as pg
 
@@ -249,3 +250,44 @@ def test_the_revision_comparer_names_a_revision_git_does_not_know_in_one_line(tm
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), lines
     assert "no-such-revision-x" in lines[0]
+
+
+def test_a_stray_uint8_label_is_named_with_the_classes_it_would_make():
+    """Before: label 255 in uint8 "would make 0 classes", with numpy's overflow warning."""
+    x, edges, labels, tr, va, te = _arrays(np.int64(1))
+    labels = labels.astype(np.uint8)
+    labels[-1] = 255
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(pg.InvalidDatasetError, match="would make 256 classes"):
+            pg.from_arrays(x, edges, labels, tr, va, te, name="u8")
+
+
+def test_a_learning_rate_float32_flushes_to_zero_is_not_told_to_be_zero():
+    """Before: "pass 0, or at least 1.175e-38", and 0 was then refused."""
+    with pytest.raises(pg.ConfigError) as err:
+        pg.Config(gcn_lr=1e-45)
+    assert "pass 0" not in str(err.value) and "1.175e-38" in str(err.value)
+
+
+def test_a_folder_named_like_a_built_in_dataset_is_said_to_be_shadowed(tmp_path, monkeypatch):
+    """Before: with a folder of arrays ./texas here, `texas` ran the built-in graph silently."""
+    from policy_gnn_jax import data
+
+    monkeypatch.chdir(tmp_path)
+    data.write_csbm(tmp_path / "texas", num_nodes=300, seed=1, num_val=50, num_test=100)
+    with pytest.warns(UserWarning, match=r"\./texas"):
+        ds = data.load_dataset("texas", data_dir=HETEROPHILY_DIR)
+    assert ds.num_nodes == 183  # the built-in graph, as the warning says
+
+
+def test_the_current_folder_as_the_dataset_gets_a_named_output_folder(tmp_path):
+    """Before: `--dataset .` without --out wrote to results/-policy-gnn-<time>-<pid>."""
+    from policy_gnn_jax import data
+
+    data.write_csbm(tmp_path / "mygraph", num_nodes=300, seed=1, num_val=50, num_test=100)
+    argv = ["--dataset", ".", "--method", "gcn", "--epochs", "1", "--seeds", "1", "--no-progress"]
+    done = _python(str(ROOT / "experiments" / "run.py"), *argv, cwd=tmp_path / "mygraph")
+    assert done.returncode == 0, done.stderr[-2000:]
+    made = [p.name for p in (tmp_path / "mygraph" / "results").iterdir()]
+    assert len(made) == 1 and made[0].startswith("mygraph-"), made

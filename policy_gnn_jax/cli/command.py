@@ -390,6 +390,7 @@ def _default_stem(args, config) -> str:
     # a file's name without its folder, or the output would land beside the data file
     path = pathlib.Path(args.dataset)
     name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
+    name = name or path.resolve().name or "dataset"  # "." or "..": the folder's own name
     split = f"-split{args.split or 0}" if has_splits(args) else ""
     split = "-splits" if args.splits is not None else split
     return f"{name.lower()}{split}-{tag}"

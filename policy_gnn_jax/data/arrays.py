@@ -88,7 +88,7 @@ def _as_labels(labels, num_nodes: int, num_classes) -> tuple[np.ndarray, int]:
     # a stray id would otherwise size every [N, C] array, and fail far from its cause.
     if labels[top] >= num_nodes:
         _fail(
-            f"node {top} has label {labels[top]}, which would make {labels[top] + 1} classes "
+            f"node {top} has label {labels[top]}, which would make {int(labels[top]) + 1} classes "
             f"for {num_nodes} nodes.",
             "Class ids must be 0..C-1: fix that label, or pass num_classes= if it is right.",
         )
