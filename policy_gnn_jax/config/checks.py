@@ -104,7 +104,7 @@ def _validate_types(c) -> None:
             # of 1e-50 would train with 0.
             _check(
                 value == 0 or abs(value) >= FLOAT32_TINY,
-                f"{f.name} is {value}, which float32 (the precision it is computed in) flushes "
+                f"{f.name} is {value}, which float32 (the precision it is computed in) rounds "
                 f"to 0: pass a value of magnitude at least {FLOAT32_TINY:.4g}.",
             )
 
