@@ -97,7 +97,8 @@ def choose_options(args) -> None:
                   f"{val['std']:.4f} over {len(per_split)} splits", flush=True)  # fmt: skip
         best = max(scores, key=lambda o: scores[o]["val"]["mean"])  # ties: the earlier (plain)
         chosen[name] = {"chosen_by_val": best, "options": OPTIONS[best], "scores": scores,
-                        "seeds": args.seeds, "max_depth": args.max_depth}  # fmt: skip
+                        "seeds": args.seeds, "max_depth": args.max_depth,
+                        "num_splits": len(folders)}  # fmt: skip
         print(f"{name}: chosen on validation: {best}", flush=True)
     _merge_json(pathlib.Path(args.options_json), chosen, args.overwrite)
 
@@ -283,13 +284,14 @@ def _warn_if_chosen_otherwise(name: str, entry: dict | None, args) -> None:
     """The options were chosen at another depth range or seed count: said, not silently used."""
     if not entry:
         return
-    used = {"max_depth": args.max_depth, "seeds": args.seeds}
+    splits = len(_splits(args, name))
+    used = {"max_depth": args.max_depth, "seeds": args.seeds, "num_splits": splits}
     differ = {k: entry.get(k) for k, v in used.items() if entry.get(k) not in (None, v)}
     if differ:
         then = ", ".join(f"{k} {v}" for k, v in differ.items())
         print(f"warning: {name}'s options were chosen with {then}; this study runs max_depth "
-              f"{args.max_depth} with {args.seeds} seeds. Run `options` with the same flags to "
-              f"choose for them.", file=sys.stderr)  # fmt: skip
+              f"{args.max_depth} with {args.seeds} seeds on {splits} splits. Run `options` with "
+              f"the same flags to choose for them.", file=sys.stderr)  # fmt: skip
 
 
 def parse_args(argv):

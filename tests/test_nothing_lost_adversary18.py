@@ -291,3 +291,15 @@ def test_the_current_folder_as_the_dataset_gets_a_named_output_folder(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     made = [p.name for p in (tmp_path / "mygraph" / "results").iterdir()]
     assert len(made) == 1 and made[0].startswith("mygraph-"), made
+
+
+def test_options_chosen_on_another_number_of_splits_are_said(experiment, capsys):
+    """Before: seeds and depth ranges that differ were said, a number of splits was not."""
+    het = experiment("heterophily")
+    args = het.parse_args(["study", "--datasets", "texas", "--seeds", "3", "--max-depth", "4",
+                           "--num-splits", "3"])  # fmt: skip
+    het._warn_if_chosen_otherwise("texas", {"seeds": 3, "max_depth": 4, "num_splits": 2}, args)
+    err = capsys.readouterr().err
+    assert "warning:" in err and "num_splits 2" in err, err
+    het._warn_if_chosen_otherwise("texas", {"seeds": 3, "max_depth": 4, "num_splits": 3}, args)
+    assert capsys.readouterr().err == ""
