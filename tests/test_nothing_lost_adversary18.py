@@ -303,3 +303,38 @@ def test_options_chosen_on_another_number_of_splits_are_said(experiment, capsys)
     assert "warning:" in err and "num_splits 2" in err, err
     het._warn_if_chosen_otherwise("texas", {"seeds": 3, "max_depth": 4, "num_splits": 3}, args)
     assert capsys.readouterr().err == ""
+
+
+def test_fig1_runs_a_graph_whose_name_has_a_slash_and_fewer_than_20_test_nodes(
+    reproduce_module, tmp_path
+):
+    """Before: fig1 trained five depths and then failed on a file name with a `/` in it, and
+    a graph of fewer than 20 test nodes was numpy's "Cannot take a larger sample"."""
+    from policy_gnn_jax import data
+
+    folder = tmp_path / "g"
+    data.write_csbm(folder, num_nodes=300, seed=1, num_val=50, num_test=10)
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "name": "sub/graph"}))
+    out = tmp_path / "o"
+    argv = ["fig1", "--dataset", str(folder), "--seeds", "1", "--preset", "tiny",
+            "--out", str(out)]  # fmt: skip
+    assert reproduce_module.main(argv) == 0
+    saved = json.loads((out / "fig1_sub_graph.json").read_text())
+    assert len(saved["nodes"]) == 10
+
+
+def test_a_failed_reproduce_command_leaves_no_empty_out(reproduce_module, tmp_path,
+                                                        monkeypatch):  # fmt: skip
+    """Before: reproduce.py named no folders to its exit handler: a failed run left its empty
+    --out behind."""
+    from policy_gnn_jax.contrib.reproduction import command
+
+    def fails(args):  # the folder is made by then: the command's lock is in it
+        assert pathlib.Path(args.out).is_dir()
+        raise pg.ConfigError("a failure after the folder was made")
+
+    monkeypatch.setitem(command.COMMANDS, "fig1", fails)
+    argv = ["fig1", "--dataset", "csbm", "--seeds", "1", "--out", str(tmp_path / "o")]
+    assert reproduce_module.main(argv) == 2
+    assert not (tmp_path / "o").exists()

@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     if args.out is None:
         suffix = "" if args.backbone == "gcn" else f"-{args.backbone}"
         args.out = f"results/reproduce{suffix}"
-    return exit_status(run, args)
+    return exit_status(run, args, folders=[args.out])
 
 
 def run(args) -> None:

@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import pathlib
+import re
 
 import numpy as np
 
@@ -219,9 +220,11 @@ def fig1(args) -> None:
 
     ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
     out = pathlib.Path(args.out)
-    _check_fig1_is_this_commands(out / f"fig1_{ds.name}.json", ds, args)
+    stem = "fig1_" + re.sub(r"[^\w.-]+", "_", ds.name)  # a name is free text: "sub/graph"
+    _check_fig1_is_this_commands(out / f"{stem}.json", ds, args)
     g = graph.from_dataset(ds)
-    picked = np.sort(np.random.default_rng(0).choice(len(ds.test_index), 20, replace=False))
+    shown = min(20, len(ds.test_index))
+    picked = np.sort(np.random.default_rng(0).choice(len(ds.test_index), shown, replace=False))
     grid = []
     for depth in range(1, 6):
         b = fixed_depth.make_baseline(run_cache.base_config(args, depth=depth), g)
@@ -234,11 +237,11 @@ def fig1(args) -> None:
         )
         grid.append(res["test_correct"][:, picked].mean(0))
         print(f"depth {depth}: mean test accuracy {res['test_accuracy'].mean():.3f}")
-    grid = np.array(grid).T  # [20 nodes, 5 depths]
+    grid = np.array(grid).T  # [nodes shown, 5 depths]
     fig, ax = plt.subplots(figsize=(4.2, 6))
     im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(5), [str(d) for d in range(1, 6)])
-    ax.set_yticks(range(20), [str(int(ds.test_index[i])) for i in picked])
+    ax.set_yticks(range(shown), [str(int(ds.test_index[i])) for i in picked])
     ax.set_xlabel("GCN depth")
     ax.set_ylabel("test node id")
     ax.set_title(
@@ -246,9 +249,9 @@ def fig1(args) -> None:
     )
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
-    save_figure(fig, out / f"fig1_{ds.name}.png")
+    save_figure(fig, out / f"{stem}.png")
     checkpoint.atomic_write_json(
-        out / f"fig1_{ds.name}.json",
+        out / f"{stem}.json",
         {
             "nodes": ds.test_index[picked].tolist(),
             "depths": list(range(1, 6)),
@@ -260,7 +263,7 @@ def fig1(args) -> None:
         },
     )
     best = grid.argmax(1) + 1
-    print(f"wrote {out / f'fig1_{ds.name}.png'}; best depth per node: {best.tolist()}")
+    print(f"wrote {out / f'{stem}.png'}; best depth per node: {best.tolist()}")
 
 
 def planted(args) -> None:
