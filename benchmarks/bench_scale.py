@@ -28,7 +28,9 @@ import subprocess
 import sys
 import time
 
+from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one, tune_malloc
+from policy_gnn_jax.data.on_disk import ARRAY_FILES, META_FILE
 from policy_gnn_jax.runtime import checkpoint, files
 
 ENGINES = ("full", "subgraph", "host")
@@ -50,15 +52,38 @@ def parse_args(argv=None):
 
 
 def graph_folder(n: int, args) -> pathlib.Path:
-    """The csbm's files, written on first use (in a child: its memory is not the rows')."""
+    """The csbm's files, written on first use (in a child: its memory is not the rows').
+    A folder of the row's name holding another graph, or files this benchmark did not write,
+    is refused: it would be measured under this row's name, or written over."""
     folder = pathlib.Path(args.data_dir) / f"csbm-{n}-f{args.features}-d{args.degree:g}"
-    if not (folder / "meta.json").exists():
-        code = (
-            "from policy_gnn_jax import data; "
-            f"data.write_csbm({str(folder)!r}, num_nodes={n}, num_features={args.features}, "
-            f"avg_degree={args.degree}, seed=0, overwrite=True)"
+    wanted = {"num_nodes": n, "num_features": args.features, "avg_degree": float(args.degree),
+              "seed": 0}  # fmt: skip
+    if (folder / META_FILE).exists():
+        meta = checkpoint.read_json(folder / META_FILE)
+        made = meta.get("arguments", {}) if isinstance(meta, dict) else {}
+        if meta.get("generator") != "write_csbm" or any(
+            made.get(k) != v for k, v in wanted.items()
+        ):
+            said = ", ".join(f"{k} {v}" for k, v in wanted.items())
+            raise data.DataError(
+                f"{folder} holds another graph than this row's ({said}): move it away, or pass "
+                f"another --data-dir."
+            )
+        return folder
+    # No meta.json: a write that stopped (write_csbm writes it last), or a folder not ours.
+    names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+    others = sorted(x for x in names if x not in ARRAY_FILES and not x.endswith(".partial"))
+    if others:
+        raise data.DataError(
+            f"{folder} holds files this benchmark did not write ({', '.join(others[:3])}): move "
+            f"them away, or pass another --data-dir."
         )
-        _child([sys.executable, "-c", code])
+    code = (
+        "from policy_gnn_jax import data; "
+        f"data.write_csbm({str(folder)!r}, num_nodes={n}, num_features={args.features}, "
+        f"avg_degree={args.degree}, seed=0, overwrite=True)"
+    )
+    _child([sys.executable, "-c", code])
     return folder
 
 

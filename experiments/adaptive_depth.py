@@ -147,8 +147,9 @@ def results(args) -> None:
     """Policy-GNN+ (the validation-chosen switches) with --seeds seeds on each backbone, and the
     rows the issue asks for, into --results-json; a figure of the chosen depths."""
     out = pathlib.Path(args.out)
-    ablation = _read_object(args.ablation_json, "the ablation (adaptive_depth.py ablate)")
-    headroom = _read_object(args.headroom_json, "the headroom analysis (reproduce.py headroom)")
+    ablation = _read_object(args.ablation_json, "the ablation", "adaptive_depth.py ablate")
+    headroom = _read_object(args.headroom_json, "the headroom analysis",
+                            "experiments/reproduce.py headroom")  # fmt: skip
     entries, missing = [], []
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)
@@ -204,13 +205,13 @@ def results(args) -> None:
         print(f"missing: {line}")
 
 
-def _read_object(path, what: str) -> dict:
-    """A JSON object this script reads, named when it is not one."""
-    value = checkpoint.read_json(pathlib.Path(path))
+def _read_object(path, what: str, made_by: str) -> dict:
+    """A JSON object this script reads (`made_by` writes it), named when it is not one."""
+    value = checkpoint.read_json(pathlib.Path(path), made_by=made_by)
     if not isinstance(value, dict):
         raise checkpoint.CheckpointError(
             f"{path} is not {what}'s JSON (it holds {str(value)[:60]}): point the flag at the "
-            f"file that command wrote."
+            f"file {made_by} wrote."
         )
     return value
 

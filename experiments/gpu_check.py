@@ -42,6 +42,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # exactness tests (whole runs in two processes) are the slowest to compile.
 TESTS = ["tests/test_kernels.py", "tests/test_gcn.py", "tests/test_exactness.py"]
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
+# Files no report is written over, even with --overwrite: a saved fit's and a folder of arrays'
+# (the library's runtime/files.py and data/on_disk.py name them; this script imports none of
+# the library, which its steps run in child processes).
+FIT_FILES = ("results.json", "fit.json", "snapshots.npz", "dataset.npz")
+GRAPH_FILES = ("meta.json", "features.npy", "edges.npy", "labels.npy", "train_index.npy",
+               "val_index.npy", "test_index.npy")  # fmt: skip
 STEPS = ("readme_twice", "compile_by_size", "settings", "tests", "subgraph_twice",
          "readme_tf32_twice", "engines", "step_epoch_seeds")  # fmt: skip
 
@@ -314,11 +320,12 @@ def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
     """Why the report cannot be written at `out` (None: it can), found before any step runs."""
     if URL.match(str(out)):
         return f"--out {out} is a URL: remote storage is not supported; name a local file."
-    from policy_gnn_jax.runtime.files import FIT_FILES  # the package, once JAX is known to start
-
     if out.name in FIT_FILES and (out.parent / "fit.json").is_file():  # even with --overwrite
         return (f"{out} is a file of the saved fit in {out.parent}: the report would break "
                 f"that fit. Choose another --out.")  # fmt: skip
+    if out.name in GRAPH_FILES and (out.parent / "meta.json").is_file():
+        return (f"{out} is a file of the graph in {out.parent} (a folder of arrays): the report "
+                f"would break that graph. Choose another --out.")  # fmt: skip
     try:
         if out.is_dir():
             return f"--out {out} is a folder: name a file."

@@ -17,7 +17,7 @@ import threading
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import starting
-from policy_gnn_jax.runtime import checkpoint, processes, runner
+from policy_gnn_jax.runtime import checkpoint, files, processes, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
 # ProcessError: another process of a distributed run failed or could not be reached.
@@ -70,6 +70,7 @@ def exit_status(command, *args, saves: bool = True, folders=()) -> int:
         try:
             check_xla_flags()
             command(*args)
+            files.release_output_locks()  # the next command of this process may write there
         except INPUT_ERRORS as err:
             print(f"error: {err}", file=sys.stderr)
             return _remove_empty(made, 2)
@@ -101,6 +102,7 @@ def _absent_folders(folders) -> list[pathlib.Path]:
 def _remove_empty(made: list[pathlib.Path], code: int) -> int:
     """Removes the folders of `made` that hold no file (with their empty sub-folders: all of
     them this run's own), the deepest first; returns `code`."""
+    files.release_output_locks()  # their lock files first: a failed run leaves none
     for folder in made:
         if not folder.is_dir():
             continue

@@ -312,6 +312,13 @@ def load_arrays(folder, name: str | None = None) -> Dataset:
             f"{META_FILE} (data.write_csbm writes one)."
         )
     meta = _read_meta(folder)
+    looped = [f for f in ARRAY_FILES if (folder / f).is_symlink() and not (folder / f).exists()]
+    if looped:  # a link to nothing (or to itself) is not a missing array to write again
+        link = folder / looped[0]
+        raise DataError(
+            f"{link} is a link that leads nowhere ({os.readlink(link)}): point it at the "
+            f"array's file, or replace it with the file."
+        )
     missing = [f for f in ARRAY_FILES if not (folder / f).is_file()]
     if missing:
         raise DataError(

@@ -3,15 +3,30 @@ read back with a clear error, and output paths proven usable before any training
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import pathlib
 import re
 import tempfile
 
+from policy_gnn_jax.data.on_disk import ARRAY_FILES, META_FILE
+
 
 class CheckpointError(ValueError):
     """A checkpoint or results file is unreadable, or belongs to another run. Says what to do."""
+
+
+def in_link_loop(path: pathlib.Path) -> bool:
+    """Whether `path` is a symbolic link that leads back to itself."""
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:  # how Python before 3.13 names a loop
+        return True
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
 
 
 def _umask() -> int:
@@ -61,8 +76,9 @@ def atomic_write_json(path: str | os.PathLike, obj) -> pathlib.Path:
     return atomic_write_text(path, json.dumps(obj, indent=2))
 
 
-def read_json(path: str | os.PathLike):
-    """Reads a JSON file the project wrote; a corrupt one is a clear CheckpointError."""
+def read_json(path: str | os.PathLike, made_by: str | None = None):
+    """Reads a JSON file the project wrote; a corrupt one is a clear CheckpointError. `made_by`:
+    the command that writes it, for a file read as an input (deleting it would not remake it)."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise CheckpointError(
@@ -73,10 +89,10 @@ def read_json(path: str | os.PathLike):
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(
-            f"{path} is corrupt or truncated ({err}). Delete it (or restore it from a copy) and "
-            f"run the command again to recreate it."
-        ) from None
+        fix = ("Delete it (or restore it from a copy) and run the command again to recreate it."
+               if made_by is None else
+               f"Restore it from a copy, or write it again with {made_by}.")  # fmt: skip
+        raise CheckpointError(f"{path} is corrupt or truncated ({err}). {fix}") from None
 
 
 def refuse_url(path: str | os.PathLike, what: str, kind: str) -> None:
@@ -116,6 +132,11 @@ def check_folder_path(path: str | os.PathLike, what: str) -> pathlib.Path:
     refuse_url(path, what, "folder")
     path = pathlib.Path(path)
     if path.is_symlink() and not path.exists():
+        if in_link_loop(path):
+            raise CheckpointError(
+                f"{what} {path} is a link in a loop of links ({path} -> {os.readlink(path)} -> "
+                f"...): replace one of them with a folder, or choose another."
+            )
         raise CheckpointError(
             f"{what} {path} is a link to {os.readlink(path)}, which does not exist: create that "
             f"folder or choose another."
@@ -188,9 +209,58 @@ def check_writable_file(
             f"{path} is a file of the saved fit in {path.parent}: writing {what} over it would "
             f"break that fit. Pass another file."
         )
+    if path.name in (META_FILE, *ARRAY_FILES) and (path.parent / META_FILE).is_file():
+        raise CheckpointError(
+            f"{path} is a file of the graph in {path.parent} (a folder of arrays): writing "
+            f"{what} over it would break that graph. Pass another file."
+        )
     if path.is_dir():
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
     if overwrite is False and path.exists():  # a result is never replaced unasked
         raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
     check_writable_dir(path.parent, f"the folder for {what} {path.name},")
+    if overwrite is not None:  # a script's own output file: one writer until it ends
+        hold_output_lock(path)
+        if overwrite is False and path.exists():  # written meanwhile by a run now ended
+            raise CheckpointError(
+                f"{path} exists: pass --overwrite to replace it, or another --out."
+            )
     return path
+
+
+_OUTPUT_LOCKS: dict[pathlib.Path, int] = {}  # lock file -> its open, locked descriptor
+
+
+def hold_output_lock(path: pathlib.Path) -> None:
+    """This process is the only writer of the file `path` until `release_output_locks()` (or
+    its end: the kernel releases a lock with its process): `<path>.lock`, held with `flock` and
+    holding the owner's process id. A second writer gets one CheckpointError naming it."""
+    lock = path.with_name(path.name + ".lock").absolute()
+    if lock in _OUTPUT_LOCKS:
+        return
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        raise CheckpointError(
+            f"cannot write the lock file {lock} ({err.strerror or err}): choose another --out."
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise CheckpointError(
+            f"another run (process {owner}) is writing {path}: wait for it to end, or choose "
+            f"another --out."
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _OUTPUT_LOCKS[lock] = fd
+
+
+def release_output_locks() -> None:
+    """Ends `hold_output_lock`'s locks: each file is removed while still locked, then closed."""
+    for lock, fd in list(_OUTPUT_LOCKS.items()):
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+        del _OUTPUT_LOCKS[lock]
