@@ -32,6 +32,7 @@ import os
 import pathlib
 import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -296,10 +297,14 @@ def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
     """`<out>.lock`, locked by this process for as long as it runs (the lock ends with it), or
     why it cannot be: another check writing the same report."""
     path = out.with_name(out.name + ".lock")
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # O_NOFOLLOW: a symlink there is refused, nothing is written through it
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as err:
-        return f"cannot write {path} ({err.strerror or err}): choose a writable --out."
+        return f"cannot use {path} as the report's lock ({err.strerror or err}): move it away."
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        return f"{path}, where the report's lock goes, is a hard link or not a file: move it away."
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -307,6 +312,10 @@ def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
         os.close(fd)
         return (f"another gpu_check (process {owner}) is writing {out}: wait for it, or "
                 f"choose another --out.")  # fmt: skip
+    held = os.read(fd, 64).decode(errors="replace").strip()
+    if held and not held.isdigit():  # a user's file, not the process id of a stale lock
+        os.close(fd)
+        return f"{path}, where the report's lock goes, holds something else: move it away."
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     _LOCKS.append(fd)  # kept open, and so locked, until the process ends

@@ -265,6 +265,7 @@ class Fit:
 
     def predict_depths(self, nodes) -> np.ndarray:
         """[S, M] the depth each seed's selected snapshot gives each node."""
+        arguments.check_jax_modes()  # settings changed since the fit was made or loaded
         nodes = self._nodes(nodes)
         keys = None
         if self.eval_keys is not None:

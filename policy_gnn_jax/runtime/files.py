@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import re
+import stat
 import tempfile
 
 from policy_gnn_jax.data.on_disk import ARRAY_FILES, META_FILE
@@ -216,6 +217,8 @@ def check_writable_file(
         )
     if path.is_dir():
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
+    if path.name.endswith(".lock"):  # another run's lock on <name> would be written over
+        raise CheckpointError(f"{what} {path} is named like a lock file: choose another name.")
     if overwrite is False and path.exists():  # a result is never replaced unasked
         raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
     check_writable_dir(path.parent, f"the folder for {what} {path.name},")
@@ -240,22 +243,39 @@ def hold_output_lock(path: pathlib.Path) -> None:
         return
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as err:
+    except OSError as err:  # a symlink there too (ELOOP): nothing is written through it
         raise CheckpointError(
-            f"cannot write the lock file {lock} ({err.strerror or err}): choose another --out."
+            f"cannot use {lock} as the lock file of {path.name} ({err.strerror or err}): move "
+            f"it away, or choose another --out."
         ) from None
+    problem = _not_a_lock_file(fd, lock, path)
+    if problem:
+        os.close(fd)
+        raise CheckpointError(problem)
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _OUTPUT_LOCKS[lock] = fd
+
+
+def _not_a_lock_file(fd: int, lock: pathlib.Path, path: pathlib.Path) -> str | None:
+    """Why the open file `lock` may not be taken as `path`'s lock (None: it is now locked by
+    this process): another run holds it, or it is a user's file (a hard link to one, or text
+    that is no process id), which taking it would empty and remove."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        return (f"{lock}, where the lock file of {path.name} goes, is a hard link or not a plain "
+                f"file: move it away, or choose another --out.")  # fmt: skip
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise CheckpointError(
-            f"another run (process {owner}) is writing {path}: wait for it to end, or choose "
-            f"another --out."
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
-    _OUTPUT_LOCKS[lock] = fd
+        return (f"another run (process {owner}) is writing {path}: wait for it to end, or "
+                f"choose another --out.")  # fmt: skip
+    held = os.read(fd, 64).decode(errors="replace").strip()
+    if held and not held.isdigit():  # a stale lock holds its dead owner's process id
+        return (f"{lock}, where the lock file of {path.name} goes, holds something else: move "
+                f"it away, or choose another --out.")  # fmt: skip
+    return None
 
 
 def release_output_locks() -> None:

@@ -104,7 +104,7 @@ def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, o
         return
     try:
         dropped = sorted(held(json.loads(path.read_text())) - set(names))
-    except (OSError, ValueError, TypeError, AttributeError) as err:
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as err:
         raise checkpoint.CheckpointError(
             f"{path} could not be read ({type(err).__name__}), and this run would replace it: "
             f"pass --overwrite to replace it, or use another --out."
@@ -117,11 +117,26 @@ def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, o
         )
 
 
+def _names(by_dataset) -> set:
+    """The datasets a report's mapping is keyed by; anything else is not this report's."""
+    if not isinstance(by_dataset, dict):
+        raise TypeError(f"a {type(by_dataset).__name__} where datasets were expected")
+    return set(by_dataset)
+
+
+def _rows(report) -> list:
+    if not isinstance(report, dict):
+        raise TypeError(f"a {type(report).__name__} where rows were expected")
+    return list(report.values())
+
+
 def table(args) -> None:
     out = pathlib.Path(args.out)
-    check_report_keeps(out / "table3.json",
-                       lambda t: set(t["best_fixed_depth_by_val"]) | set(t.get("skipped", {})),
-                       args.datasets, args.overwrite)  # fmt: skip
+
+    def held(t: dict) -> set:
+        return _names(t["best_fixed_depth_by_val"]) | _names(t.get("skipped", {}))
+
+    check_report_keeps(out / "table3.json", held, args.datasets, args.overwrite)
     results, skipped = {}, {}
     for name in args.datasets:
         try:
@@ -201,7 +216,8 @@ ABLATIONS = [
 def ablations(args) -> None:
     """Policy-GNN against one change at a time; the first and last rows are the table's runs."""
     out = pathlib.Path(args.out)
-    check_report_keeps(out / "ablations.json", lambda t: {n for row in t.values() for n in row},
+    check_report_keeps(out / "ablations.json",
+                       lambda t: {n for row in _rows(t) for n in _names(row)},
                        args.datasets, args.overwrite)  # fmt: skip
     lines = [
         "| Variant | " + " | ".join(args.datasets) + " |",
