@@ -176,8 +176,7 @@ def plan(args, work: pathlib.Path) -> dict:
             work / "engines.json")),
         "step_epoch_seeds": (80, lambda t: run_step(
             ["benchmarks/bench.py", "--datasets", args.dataset, *_data_dir(args), "--seeds", "4",
-             "--repeats",
-             "3", "--skip-backbones", "--skip-kernels"], t)),
+             "--repeats", "3", "--skip-backbones", "--skip-kernels"], t)),
     }  # fmt: skip
 
 
@@ -295,7 +294,9 @@ def _refused_input(result: dict) -> str | None:
 
 def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
     """`<out>.lock`, locked by this process for as long as it runs (the lock ends with it), or
-    why it cannot be: another check writing the same report."""
+    why it cannot be: another check writing the same report, or a file that is no lock file.
+    The rules of the library's `runtime/files.hold_output_lock`, which this script cannot call:
+    it imports none of the library."""
     path = out.with_name(out.name + ".lock")
     try:  # O_NOFOLLOW: a symlink there is refused, nothing is written through it
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)

@@ -15,19 +15,25 @@ from policy_gnn_jax.runtime import checkpoint, files
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("kind", ["symlink", "hardlink", "users-file"])
-def test_a_lock_name_that_is_not_a_lock_file_is_refused_and_kept(tmp_path, kind):
-    """Before: `<out>.lock` as a link to a user's file, a hard link to one, or a user's own
-    file of that name was written with a process id (and removed at the end)."""
-    mine = tmp_path / "mine.txt"
+def _occupy(lock: pathlib.Path, kind: str) -> tuple[pathlib.Path, pathlib.Path]:
+    """A user's file `mine.txt` beside `lock`, and `lock` made a symlink or a hard link to it,
+    or a user's own file of that name."""
+    mine = lock.with_name("mine.txt")
     mine.write_text("precious")
-    lock = tmp_path / "r.json.lock"
     if kind == "symlink":
         lock.symlink_to(mine)
     elif kind == "hardlink":
         os.link(mine, lock)
     else:
-        lock.write_text("my notes about r.json")
+        lock.write_text("my notes")
+    return mine, lock
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "users-file"])
+def test_a_lock_name_that_is_not_a_lock_file_is_refused_and_kept(tmp_path, kind):
+    """Before: `<out>.lock` as a link to a user's file, a hard link to one, or a user's own
+    file of that name was written with a process id (and removed at the end)."""
+    mine, lock = _occupy(tmp_path / "r.json.lock", kind)
     before = lock.read_bytes()
     with pytest.raises(pg.CheckpointError, match="lock"):
         checkpoint.check_writable_file(tmp_path / "r.json", overwrite=False)
@@ -51,15 +57,7 @@ def test_an_out_named_like_a_lock_file_is_refused(tmp_path):
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "users-file"])
 def test_the_gpu_checks_lock_keeps_what_is_not_a_lock_file(experiment, tmp_path, kind):
     gpu_check = experiment("gpu_check")
-    mine = tmp_path / "mine.txt"
-    mine.write_text("precious")
-    lock = tmp_path / "k.json.lock"
-    if kind == "symlink":
-        lock.symlink_to(mine)
-    elif kind == "hardlink":
-        os.link(mine, lock)
-    else:
-        lock.write_text("my notes")
+    mine, lock = _occupy(tmp_path / "k.json.lock", kind)
     before = lock.read_bytes()
     said = gpu_check._lock_report(tmp_path / "k.json")
     assert isinstance(said, str) and "lock" in said, said

@@ -219,15 +219,14 @@ def check_writable_file(
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
     if path.name.endswith(".lock"):  # another run's lock on <name> would be written over
         raise CheckpointError(f"{what} {path} is named like a lock file: choose another name.")
+    exists = CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
     if overwrite is False and path.exists():  # a result is never replaced unasked
-        raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
+        raise exists
     check_writable_dir(path.parent, f"the folder for {what} {path.name},")
     if overwrite is not None:  # a script's own output file: one writer until it ends
         hold_output_lock(path)
         if overwrite is False and path.exists():  # written meanwhile by a run now ended
-            raise CheckpointError(
-                f"{path} exists: pass --overwrite to replace it, or another --out."
-            )
+            raise exists
     return path
 
 
