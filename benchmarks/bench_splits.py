@@ -28,7 +28,7 @@ MAPS = ("apart", "map", "vmap")
 
 def run(args) -> None:
     require_at_least_one(seeds=args.seeds, splits=args.splits, episodes=args.episodes)
-    if args.out:
+    if args.out is not None:  # an empty path is refused, not taken for none
         checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
     datasets = [data.load_dataset(args.dataset, data_dir=args.data_dir, split=k)
                 for k in range(args.splits)]  # fmt: skip
@@ -52,7 +52,7 @@ def run(args) -> None:
         "speedup_over_apart": {m: timings["apart"] / t for m, t in timings.items()},
         "map_equals_apart": same, "versions": records.package_versions(),
     }  # fmt: skip
-    if args.out:
+    if args.out is not None:
         checkpoint.atomic_write_text(pathlib.Path(args.out), json.dumps(result, indent=2))
 
 

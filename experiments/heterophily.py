@@ -342,17 +342,23 @@ def run(args) -> None:
     _check_distinct_outputs(args)
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
-    results = pathlib.Path(args.results_json)
-    beside = (results.with_suffix(".md"), results.with_suffix(".depths.npz"))  # table, points
-    for path in (args.options_json, results, *beside, args.figure):
-        checkpoint.check_writable_file(path)  # merged into (the figure replaced)
-    checkpoint.check_writable_dir(args.out)
+    check_outputs(args)
     heterophily_table.check_files(
         pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS)
     )
     with outputs.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
         _warn_unused(args)
         (choose_options if args.what == "options" else study)(args)
+
+
+def check_outputs(args) -> None:
+    """The files the command writes (merged into; the figure replaced), and --out, usable."""
+    results = pathlib.Path(args.results_json)
+    beside = (results.with_suffix(".md"), results.with_suffix(".depths.npz"))  # table, points
+    written = [args.options_json] if args.what == "options" else [results, *beside, args.figure]
+    for path in written:
+        checkpoint.check_writable_file(path)
+    checkpoint.check_writable_dir(args.out)
 
 
 def _warn_unused(args) -> None:

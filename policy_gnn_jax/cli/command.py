@@ -44,7 +44,7 @@ from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, a
     stop_on_signal,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import checkpoint, outputs, processes, runner
+from policy_gnn_jax.runtime import arguments, checkpoint, outputs, processes, runner
 
 
 def _check_paths(args) -> None:
@@ -176,6 +176,7 @@ def _main(argv) -> int:
             check_xla_flags()  # before anything starts XLA: joining the processes does
             _join_processes(args)
             start_backend()
+        arguments.check_jax_modes()  # before any data is loaded
         _check_args(args)
         config = config_from_args(args)
         warn_unused_flags(args)  # after every refusal: a refused command's one line is its error

@@ -65,7 +65,8 @@ def exit_status(command, *args, saves: bool = True, folders=()) -> int:
     if held is not None:  # a stop while the script's imports loaded
         print("error: interrupted while starting; nothing was run.", file=sys.stderr)
         return 128 + held
-    made = _absent_folders(folders)
+    made = files.absent_folders(folders)
+    files.FOLDERS_MADE.clear()  # those the command makes for its outputs join `made`
     with guarded():
         try:
             check_xla_flags()
@@ -88,21 +89,11 @@ def exit_status(command, *args, saves: bool = True, folders=()) -> int:
     return 0
 
 
-def _absent_folders(folders) -> list[pathlib.Path]:
-    """Each of `folders` and its parents that does not exist yet, the deepest first."""
-    absent = set()
-    for folder in folders:
-        path = pathlib.Path(folder).absolute()
-        while not path.exists() and path != path.parent:
-            absent.add(path)
-            path = path.parent
-    return sorted(absent, key=lambda p: len(p.parts), reverse=True)
-
-
 def _remove_empty(made: list[pathlib.Path], code: int) -> int:
     """Removes the folders of `made` that hold no file (with their empty sub-folders: all of
     them this run's own), the deepest first; returns `code`."""
     files.release_output_locks()  # their lock files first: a failed run leaves none
+    made = sorted({*made, *files.FOLDERS_MADE}, key=lambda p: len(p.parts), reverse=True)
     for folder in made:
         if not folder.is_dir():
             continue

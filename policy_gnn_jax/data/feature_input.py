@@ -34,6 +34,8 @@ def as_features(features) -> sp.csr_matrix | np.ndarray:
                 "Pass one feature row per node (dense or scipy.sparse).",
             )
         given, values = dense, dense.reshape(-1)
+        if not isinstance(features, np.ndarray) and dense.dtype.kind == "f":  # ints made floats
+            _warn_rounded(_listed_integers_float32_rounds(features), stacklevel=4)
     if np.iscomplexobj(values):
         _fail(
             "features are complex numbers.",
@@ -106,15 +108,29 @@ def _integers_float32_rounds(values: np.ndarray) -> int:
     return int(np.isin(beyond, np.array(rounded, dtype=values.dtype)).sum()) if rounded else 0
 
 
+def _listed_integers_float32_rounds(features) -> int:
+    """`_integers_float32_rounds` for the Python integers of nested lists, which numpy turns
+    into float64 beside a float (rounding those beyond 2**53 before anything could see it)."""
+    listed = np.asarray(features, dtype=object).reshape(-1)
+    return sum(
+        1
+        for v in listed
+        if isinstance(v, int | np.integer) and abs(int(v)) > 2**24 and int(np.float32(v)) != v
+    )
+
+
+def _warn_rounded(count: int, stacklevel: int) -> None:
+    if count:
+        warnings.warn(
+            f"{count} feature value(s) (integers beyond 2**24) are rounded in "
+            f"float32, which this library computes in: rescale them if the digits matter.",
+            stacklevel=stacklevel,  # the user's call
+        )
+
+
 def _check_float32_range(values: np.ndarray) -> None:
     if np.issubdtype(values.dtype, np.integer):
-        count = _integers_float32_rounds(values)
-        if count:
-            warnings.warn(
-                f"{count} feature value(s) (integers beyond 2**24) are rounded in "
-                f"float32, which this library computes in: rescale them if the digits matter.",
-                stacklevel=4,
-            )
+        _warn_rounded(_integers_float32_rounds(values), stacklevel=5)
         return
     if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
         return

@@ -185,7 +185,9 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
             f"a shorter folder."
         )
     try:
+        absent = absent_folders([path])
         path.mkdir(parents=True, exist_ok=True)
+        FOLDERS_MADE.update(absent)
         fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
         os.close(fd)
         os.remove(probe)
@@ -196,6 +198,22 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
     return path
 
 
+# The folders `check_writable_dir` made in this process: a command that fails removes those it
+# left empty (`cli.process.exit_status`).
+FOLDERS_MADE: set[pathlib.Path] = set()
+
+
+def absent_folders(folders) -> list[pathlib.Path]:
+    """Each of `folders` and its parents that does not exist yet, the deepest first."""
+    absent = set()
+    for folder in folders:
+        path = pathlib.Path(folder).absolute()
+        while not path.exists() and path != path.parent:
+            absent.add(path)
+            path = path.parent
+    return sorted(absent, key=lambda p: len(p.parts), reverse=True)
+
+
 def check_writable_file(
     path: str | os.PathLike, what: str = "output file", overwrite: bool | None = None
 ) -> pathlib.Path:
@@ -203,8 +221,14 @@ def check_writable_file(
     `overwrite=False`: an existing file is refused too (None: replacing it is the script's
     documented behaviour)."""
     refuse_url(path, what, "file")  # before pathlib makes gs:// one slash
+    _refuse_no_file_name(path, what)  # before pathlib makes "" the current folder, "a/" "a"
     path = pathlib.Path(path)
     check_name_fits(path, what)
+    if path.is_symlink():  # written through, it would be replaced by a file; never unasked
+        raise CheckpointError(
+            f"{what} {path} is a symbolic link (to {os.readlink(path)}): pass the file it "
+            f"names itself, or another name."
+        )
     if path.name in FIT_FILES and (path.parent / "fit.json").is_file():  # even with overwrite
         raise CheckpointError(
             f"{path} is a file of the saved fit in {path.parent}: writing {what} over it would "
@@ -219,6 +243,11 @@ def check_writable_file(
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
     if path.name.endswith(".lock"):  # another run's lock on <name> would be written over
         raise CheckpointError(f"{what} {path} is named like a lock file: choose another name.")
+    if path.is_file() and path.stat().st_nlink > 1:  # its other names would keep the old one
+        raise CheckpointError(
+            f"{what} {path} is one of {path.stat().st_nlink} names of one file (hard links): "
+            f"writing here would leave the others with the old content; choose another --out."
+        )
     exists = CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
     if overwrite is False and path.exists():  # a result is never replaced unasked
         raise exists
@@ -228,6 +257,14 @@ def check_writable_file(
         if overwrite is False and path.exists():  # written meanwhile by a run now ended
             raise exists
     return path
+
+
+def _refuse_no_file_name(path: str | os.PathLike, what: str) -> None:
+    text = os.fspath(path)
+    if isinstance(text, str) and not text.strip():
+        raise CheckpointError(f"the {what} is an empty path: name a file.")
+    if isinstance(text, str) and text.endswith(("/", os.sep)):
+        raise CheckpointError(f"{what} {text} ends in '/', which names a folder: pass a file name.")
 
 
 _OUTPUT_LOCKS: dict[pathlib.Path, int] = {}  # lock file -> its open, locked descriptor

@@ -99,8 +99,23 @@ def audit_breakdown(name: str, runs: dict) -> str:
 def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, overwrite: bool
                        ) -> None:  # fmt: skip
     """A report is written whole from this run's datasets: one that holds others (`held`) is
-    refused before any run unless --overwrite, so an earlier table is never cut down unasked."""
-    if overwrite or not path.is_file():
+    refused before any run unless --overwrite, so an earlier table is never cut down unasked.
+    Its .md beside it is the same report as text: without the .json it cannot be checked."""
+    table = path.with_suffix(".md")
+    for written in (path, table):
+        if written.exists() and not written.is_file():
+            raise checkpoint.CheckpointError(
+                f"{written}, where this run writes its report, is a folder or not a file: move "
+                f"it away, or use another --out."
+            )
+    if overwrite:
+        return
+    if not path.exists():
+        if table.exists():
+            raise checkpoint.CheckpointError(
+                f"{table} is there without {path.name}, which says what it holds, and this run "
+                f"would replace it: pass --overwrite to replace it, or use another --out."
+            )
         return
     try:
         dropped = sorted(held(json.loads(path.read_text())) - set(names))
@@ -134,7 +149,8 @@ def table(args) -> None:
     out = pathlib.Path(args.out)
 
     def held(t: dict) -> set:
-        return _names(t["best_fixed_depth_by_val"]) | _names(t.get("skipped", {}))
+        in_rows = {n for row in _rows(t.get("rows", {})) for n in _names(row)}
+        return _names(t["best_fixed_depth_by_val"]) | _names(t.get("skipped", {})) | in_rows
 
     check_report_keeps(out / "table3.json", held, args.datasets, args.overwrite)
     results, skipped = {}, {}
