@@ -219,12 +219,14 @@ def check_writable_file(
 ) -> pathlib.Path:
     """Proves `path` can be written (its folder made if needed) before any work is done.
     `overwrite=False`: an existing file is refused too (None: replacing it is the script's
-    documented behaviour)."""
+    documented behaviour, or the file is merged into through `study_files`, which follows a
+    link). A script's own output file (`overwrite` given) that is a link, or one name of a file
+    with several, is refused: replacing it would leave the file it names with the old result."""
     refuse_url(path, what, "file")  # before pathlib makes gs:// one slash
     _refuse_no_file_name(path, what)  # before pathlib makes "" the current folder, "a/" "a"
     path = pathlib.Path(path)
     check_name_fits(path, what)
-    if path.is_symlink():  # written through, it would be replaced by a file; never unasked
+    if overwrite is not None and path.is_symlink():  # replaced whole, it would lose the link
         raise CheckpointError(
             f"{what} {path} is a symbolic link (to {os.readlink(path)}): pass the file it "
             f"names itself, or another name."
@@ -243,7 +245,7 @@ def check_writable_file(
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
     if path.name.endswith(".lock"):  # another run's lock on <name> would be written over
         raise CheckpointError(f"{what} {path} is named like a lock file: choose another name.")
-    if path.is_file() and path.stat().st_nlink > 1:  # its other names would keep the old one
+    if overwrite is not None and path.is_file() and path.stat().st_nlink > 1:  # the others: old
         raise CheckpointError(
             f"{what} {path} is one of {path.stat().st_nlink} names of one file (hard links): "
             f"writing here would leave the others with the old content; choose another --out."
