@@ -214,3 +214,18 @@ def test_the_fixed_depths_of_splits_train_as_one_program_and_equal_their_own_run
         for key in ("probs", "val", "test", "depths"):
             np.testing.assert_array_equal(together[k][key], apart[k][key])
         assert het.fixed_runs.cache_path(tmp_path / "map" / f"split-{k}", cfg, 1).exists()
+
+
+def test_an_entry_that_only_adds_fields_replaces_its_older_self(tmp_path):
+    """An entry written before a field was recorded (the options file's `num_splits`) is the
+    same result: the rerun that adds the field loses nothing. A changed or dropped field is
+    still refused."""
+    from policy_gnn_jax.runtime import records
+
+    path = tmp_path / "f.json"
+    old = {"cornell": {"chosen": "ego", "seeds": 3}}
+    added = {"cornell": {"chosen": "ego", "seeds": 3, "num_splits": 10}}
+    records.check_replaced_entries(old, added, path, overwrite=False)
+    for new in ({"chosen": "plain", "seeds": 3, "num_splits": 10}, {"chosen": "ego"}):
+        with pytest.raises(pg.CheckpointError, match="already holds cornell"):
+            records.check_replaced_entries(old, {"cornell": new}, path, overwrite=False)

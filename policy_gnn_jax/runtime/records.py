@@ -43,8 +43,9 @@ def mean_std(values, per: str = "per_seed") -> dict:
 
 def check_replaced_entries(old: dict, new: dict, path, overwrite: bool) -> None:
     """A results file that runs merge into (one entry per dataset, say) keeps every entry: one
-    that a new run would replace by a different one is refused unless `overwrite`."""
-    changed = [key for key in new if key in old and _as_json(old[key]) != _as_json(new[key])]
+    that a new run would replace by a different one is refused unless `overwrite` (one that
+    only adds fields to it loses nothing)."""
+    changed = [key for key in new if key in old and not _kept_in(old[key], new[key])]
     if changed and not overwrite:
         raise checkpoint.CheckpointError(
             f"{path} already holds {', '.join(map(str, changed))} from another run, which this "
@@ -52,6 +53,15 @@ def check_replaced_entries(old: dict, new: dict, path, overwrite: bool) -> None:
             f"{'it' if len(changed) == 1 else 'them'}, or name another file (runs already "
             f"saved are reused: the same command with --overwrite does not train them again)."
         )
+
+
+def _kept_in(old, new) -> bool:
+    """Whether `new` holds all of `old`: the same, or the same with fields added (an entry
+    written before a field was recorded)."""
+    old, new = _as_json(old), _as_json(new)
+    if isinstance(old, dict) and isinstance(new, dict):
+        return all(key in new and new[key] == value for key, value in old.items())
+    return old == new
 
 
 def _as_json(value):
