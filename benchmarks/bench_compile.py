@@ -133,8 +133,8 @@ def run(args) -> dict:
     require_at_least_one(seeds=args.seeds, episodes=args.episodes)
     if not args.settings and not args.sizes:
         raise config_lib.ConfigError("nothing to run: name --settings, or --sizes, or both.")
-    out = pathlib.Path(args.out)
-    checkpoint.check_writable_file(out, overwrite=args.overwrite)
+    # As given: a path object would make "" the current folder and "out/" the file "out".
+    out = checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
     device = jax.devices()[0].device_kind
     result = {"dataset": args.dataset, "seeds": args.seeds, "episodes": args.episodes,
               "device": device, "backend": jax.default_backend(), "settings": [],

@@ -178,6 +178,9 @@ def run(args) -> None:
     require_at_least_one(sizes=min(args.sizes), features=args.features, episodes=args.episodes)
     if not 0 < args.degree < float("inf"):  # also refuses nan
         raise ValueError(f"--degree must be a number > 0, got {args.degree}.")
+    # A folder, an unwritable place or (without --overwrite) an earlier result: refused now, as
+    # given (a path object would make "" the current folder and "out/" the file "out").
+    out = checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
     files.refuse_url(args.data_dir, "--data-dir", "folder")
     try:
         pathlib.Path(args.data_dir).mkdir(parents=True, exist_ok=True)
@@ -186,9 +189,6 @@ def run(args) -> None:
             f"--data-dir {args.data_dir} cannot be a folder of graphs ({err.strerror or err}): "
             f"pass a folder you can write to."
         ) from None
-    out = pathlib.Path(args.out)
-    # A folder, an unwritable place or (without --overwrite) an earlier result: refused now.
-    checkpoint.check_writable_file(out, overwrite=args.overwrite)
     rows = []
     print(f"{'nodes':>10s} {'engine':>8s} {'ms/step':>9s} {'device MiB':>11s} "
           f"{'RSS GiB':>8s} {'RSS/file':>8s} {'compile s':>9s}")  # fmt: skip

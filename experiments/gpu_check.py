@@ -238,8 +238,8 @@ def _main(argv=None) -> int:
     except StartError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = pathlib.Path(args.out or ROOT / "docs" / "results" / f"gpu_check_{slug(kind)}.json")
-    problem = _unwritable(out, args.overwrite)
+    named = args.out or str(ROOT / "docs" / "results" / f"gpu_check_{slug(kind)}.json")
+    problem, out = _unwritable(named, args.overwrite), pathlib.Path(named)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -272,13 +272,13 @@ def _check(args, backend: str, kind: str, out: pathlib.Path) -> int:
                 continue
             report["steps"][name] = step(min(limit, left))
             print(summary_line(name, report["steps"][name]), flush=True)
-            write(out, report)
+            out = write(out, report, args.overwrite)
             refused = _refused_input(report["steps"][name])
             if refused:  # the same input would be refused by every later step
                 print(f"error: {refused}", file=sys.stderr)
                 return 2
     report["seconds"] = time.perf_counter() - start
-    write(out, report)
+    out = write(out, report, args.overwrite)
     print(f"report: {out}")
     return 0
 
@@ -326,10 +326,12 @@ def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
 _LOCKS: list[int] = []
 
 
-def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
-    """Why the report cannot be written at `out` (None: it can), found before any step runs."""
-    if URL.match(str(out)):
-        return f"--out {out} is a URL: remote storage is not supported; name a local file."
+def _unwritable(named, overwrite: bool) -> str | None:
+    """Why the report cannot be written at `named` (None: it can), found before any step runs:
+    the library's rules for a script's --out (`files.check_writable_file`), kept here."""
+    if URL.match(str(named)) or str(named).endswith("/"):
+        return f"--out {named} is a URL or ends in '/' (a folder): name a local file."
+    out = pathlib.Path(named)
     if out.name in FIT_FILES and (out.parent / "fit.json").is_file():  # even with --overwrite
         return (f"{out} is a file of the saved fit in {out.parent}: the report would break "
                 f"that fit. Choose another --out.")  # fmt: skip
@@ -337,6 +339,8 @@ def _unwritable(out: pathlib.Path, overwrite: bool) -> str | None:
         return (f"{out} is a file of the graph in {out.parent} (a folder of arrays): the report "
                 f"would break that graph. Choose another --out.")  # fmt: skip
     try:
+        if out.is_symlink() or (out.is_file() and out.stat().st_nlink > 1):  # the other: old
+            return f"--out {out} is a symbolic link or has other names (hard links): name another."
         if out.is_dir():
             return f"--out {out} is a folder: name a file."
         if out.exists() and not overwrite:
@@ -367,11 +371,26 @@ def summary_line(name: str, result: dict) -> str:
     )
 
 
-def write(out: pathlib.Path, report: dict) -> None:
+_WRITTEN: set[pathlib.Path] = set()  # reports this process has written
+
+
+def write(out: pathlib.Path, report: dict, overwrite: bool) -> pathlib.Path:
+    """The report at `out`; without `overwrite`, a file that has appeared there since the check
+    is kept and the report goes beside it, said in a warning. Returns where it went."""
+    new = not overwrite and out not in _WRITTEN
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(report, indent=2))
-    os.replace(tmp, out)
+    try:
+        os.link(tmp, out) if new else os.replace(tmp, out)  # link: only if nothing is there
+    except FileExistsError:
+        kept, out = out, out.with_name(f"{out.stem}.rescued-{os.getpid()}{out.suffix}")
+        print(f"warning: {kept} appeared during the check and is kept: the report goes to {out}.",
+              file=sys.stderr)  # fmt: skip
+        os.replace(tmp, out)
+    tmp.unlink(missing_ok=True)
+    _WRITTEN.add(out)
+    return out
 
 
 if __name__ == "__main__":

@@ -343,8 +343,9 @@ def run(args) -> None:
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
     check_outputs(args)
+    figure = pathlib.Path(args.figure) if args.what == "study" else None  # options draws none
     heterophily_table.check_files(
-        pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS)
+        pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS), figure
     )
     with outputs.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
         _warn_unused(args)

@@ -12,19 +12,22 @@ Writes <out>/probes.md and <out>/probes.json, and exits 1 if any probe failed th
 
 from __future__ import annotations
 
+import policy_gnn_jax.cli.starting  # noqa: F401, I001 (first: a stop while the rest loads is one line)
+
+# isort: split
 import argparse
 import os
 import pathlib
 import subprocess
-import sys
 import tempfile
 
 import probes  # tools/probes.py, beside this script
 
+from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.runtime import checkpoint
 
 
-def main() -> int:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data-dir", required=True, help="the Planetoid folder (Cora is used)")
     p.add_argument("--out", default="results/probes")
@@ -35,14 +38,22 @@ def main() -> int:
         help="run only the probes whose name contains one of these",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an earlier table in --out")
-    args = p.parse_args()
-    try:
-        out = checkpoint.check_writable_dir(args.out)
-        for name in ("probes.md", "probes.json"):
-            checkpoint.check_writable_file(out / name, "the probe table", args.overwrite)
-    except checkpoint.CheckpointError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = p.parse_args(argv)
+    failed: list = []
+    code = exit_status(run, args, failed, saves=False, folders=[args.out])
+    return code or (1 if failed else 0)
+
+
+def run(args, failed: list) -> None:
+    """Every probe in a fresh process; the probes that failed the project go into `failed`."""
+    if not pathlib.Path(args.data_dir).is_dir():
+        raise checkpoint.CheckpointError(
+            f"--data-dir {args.data_dir} is not a folder: point it at the Planetoid folder (the "
+            f"one holding ind.cora.*)."
+        )
+    out = checkpoint.check_writable_dir(args.out)
+    for name in ("probes.md", "probes.json"):
+        checkpoint.check_writable_file(out / name, "the probe table", args.overwrite)
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)
@@ -57,19 +68,16 @@ def main() -> int:
             rows.append({"probe": name, "exit": result.returncode, "outcome": outcome,
                          "message": message[:400]})  # fmt: skip
             print(f"[{outcome}] {name}: exit {result.returncode}: {message[:160]}", flush=True)
-    failures = [r for r in rows if r["outcome"] != "clear error"]
+    failed += [r for r in rows if r["outcome"] != "clear error"]
     lines = ["| # | probe | exit | outcome | message |", "|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):
         message = r["message"].replace("|", "\\|")
         lines.append(f"| {i} | {r['probe']} | {r['exit']} | {r['outcome']} | {message} |")
-    summary = (
-        f"\n{len(rows)} probes: {len(rows) - len(failures)} clear errors, {len(failures)} not.\n"
-    )
+    summary = f"\n{len(rows)} probes: {len(rows) - len(failed)} clear errors, {len(failed)} not.\n"
     checkpoint.atomic_write_text(out / "probes.md", "\n".join(lines) + summary)
     checkpoint.atomic_write_json(out / "probes.json", rows)
     print(summary)
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

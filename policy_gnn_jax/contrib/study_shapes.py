@@ -13,6 +13,17 @@ HETEROPHILY_FILE = 'a results file of heterophily.py study ({"datasets": {...}})
 OPTIONS_FILE = 'an options file of heterophily.py options ({dataset: {"chosen_by_val": ...}})'
 
 
+# Written into every figure the studies draw (PNG metadata): a file at a figure's path without
+# it is a user's, which drawing the figure would replace.
+FIGURE_MARK = "drawn by policy-gnn-jax"
+
+
+def is_our_figure(path) -> bool:
+    """Whether the file at `path` is a figure this library drew (`FIGURE_MARK` in its bytes)."""
+    with open(path, "rb") as f:
+        return FIGURE_MARK.encode() in f.read()
+
+
 def _dict_of_dicts(value) -> bool:
     return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
 

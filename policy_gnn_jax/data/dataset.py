@@ -309,8 +309,11 @@ def symmetric_edges(senders: np.ndarray, receivers: np.ndarray, num_nodes: int) 
     if len(senders) and (
         min(senders.min(), receivers.min()) < 0 or max(senders.max(), receivers.max()) >= num_nodes
     ):
+        ends = np.concatenate([senders, receivers])
+        wrong = ends[(ends < 0) | (ends >= num_nodes)]
         raise InvalidDatasetError(
-            f"edge endpoint outside 0..{num_nodes - 1}: fix the node ids in the edge list."
+            f"{wrong.size} edge endpoint(s) outside 0..{num_nodes - 1} (the first: "
+            f"{wrong[0]}): fix the node ids in the edge list."
         )
     s = np.concatenate([senders, receivers]).astype(np.int64)
     r = np.concatenate([receivers, senders]).astype(np.int64)

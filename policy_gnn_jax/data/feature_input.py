@@ -23,6 +23,11 @@ def as_features(features) -> sp.csr_matrix | np.ndarray:
     array is kept as it is (`_mapped_features`)."""
     if isinstance(features, np.memmap):
         return _mapped_features(features)
+    if isinstance(features, np.ma.MaskedArray):  # np.asarray would drop the mask, unseen
+        _fail(
+            "features are a numpy masked array, whose masked entries would be used as values.",
+            "Fill them first (features.filled(0), or another value that means 'missing' to you).",
+        )
     if sp.issparse(features):
         given = sp.csr_matrix(features)
         values = given.data
@@ -119,10 +124,10 @@ def _listed_integers_float32_rounds(features) -> int:
     )
 
 
-def _warn_rounded(count: int, stacklevel: int) -> None:
+def _warn_rounded(count: int, stacklevel: int, what: str = "integers") -> None:
     if count:
         warnings.warn(
-            f"{count} feature value(s) (integers beyond 2**24) are rounded in "
+            f"{count} feature value(s) ({what} beyond 2**24) are rounded in "
             f"float32, which this library computes in: rescale them if the digits matter.",
             stacklevel=stacklevel,  # the user's call
         )
@@ -143,6 +148,10 @@ def _check_float32_range(values: np.ndarray) -> None:
             f"float32's range (±{np.finfo(np.float32).max:.3g}), which this library computes in.",
             "Rescale the features (e.g. divide by their largest value).",
         )
+    # Whole numbers (counts, ids) as floats: float32 rounds them beyond 2**24 as it does integers.
+    whole = (magnitude > 2**24) & (values == np.round(values))
+    changed = whole & (values.astype(np.float32).astype(values.dtype) != values)
+    _warn_rounded(int(changed.sum()), stacklevel=5, what="whole numbers")
     vanish = (magnitude > 0) & (values.astype(np.float32) == 0)
     if np.any(vanish):
         warnings.warn(

@@ -48,7 +48,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        if path.absolute() in _MUST_BE_NEW:
+            _place_new(tmp, path)
+        else:
+            os.replace(tmp, path)
     except BaseException as err:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -59,6 +62,38 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
             ) from None
         raise
     return path
+
+
+# Output files found absent when their run began (`check_writable_file(overwrite=False)`),
+# until that run first writes them: one that another program creates meanwhile is never replaced.
+_MUST_BE_NEW: set[pathlib.Path] = set()
+
+
+def _place_new(tmp: str, path: pathlib.Path) -> None:
+    """Gives the written `tmp` the name `path` only if nothing has that name (a hard link fails
+    if it has); else keeps it beside, as `<stem>.rescued-<pid><suffix>`, and says so."""
+    try:
+        os.link(tmp, path)
+        taken, placed = False, False
+    except FileExistsError:
+        taken, placed = True, False
+    except OSError as err:  # a file system without hard links: look, then rename
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        taken = os.path.lexists(path)
+        placed = not taken
+        if placed:
+            os.replace(tmp, path)
+    if taken:
+        kept = path.with_name(f"{path.stem}.rescued-{os.getpid()}{path.suffix}")
+        os.replace(tmp, kept)
+        raise CheckpointError(
+            f"{path} was created by another program during this run, and is kept; this run's "
+            f"result is in {kept}."
+        )
+    if not placed:
+        os.remove(tmp)  # the name now holds it
+    _MUST_BE_NEW.discard(path.absolute())  # the run's own from now on
 
 
 def short_name(name: str, size: int = 64) -> str:
@@ -258,6 +293,8 @@ def check_writable_file(
         hold_output_lock(path)
         if overwrite is False and path.exists():  # written meanwhile by a run now ended
             raise exists
+        if overwrite is False:
+            _MUST_BE_NEW.add(path.absolute())
     return path
 
 
@@ -318,6 +355,7 @@ def _not_a_lock_file(fd: int, lock: pathlib.Path, path: pathlib.Path) -> str | N
 
 def release_output_locks() -> None:
     """Ends `hold_output_lock`'s locks: each file is removed while still locked, then closed."""
+    _MUST_BE_NEW.clear()
     for lock, fd in list(_OUTPUT_LOCKS.items()):
         lock.unlink(missing_ok=True)
         os.close(fd)

@@ -66,7 +66,8 @@ def rescue_folder(folder: str | os.PathLike) -> pathlib.Path:
 
 def holds_result(folder: pathlib.Path) -> str | None:
     """The first of a result's files `folder` holds, or None."""
-    return next((name for name in RESULT_FILES if (folder / name).exists()), None)
+    # lexists: a link to nowhere may be a result on a disk not mounted now
+    return next((name for name in RESULT_FILES if os.path.lexists(folder / name)), None)
 
 
 def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> None:

@@ -4,9 +4,8 @@ A folder holds `results.json` (the record), `dataset.npz`, `snapshots.npz` (each
 parameters and policy) and `fit.json`, which lists the SHA-256 of the other three. `write` puts
 them in a staging folder that replaces the target in one rename (`outputs.publish`), under the
 folder's lock, and refuses a folder that already holds a result unless `overwrite`. `read`
-checks every file against the manifest before using it, so a file damaged, truncated or copied
-from another fit is one `CheckpointError` naming it, never a fit that predicts something other
-than what its record says.
+checks every file against the manifest first: a file damaged, truncated or copied from another
+fit is one `CheckpointError` naming it, never a fit that predicts otherwise than its record.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import os
 import pathlib
 import shutil
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -262,6 +262,10 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"{folder}/fit.json has lost its manifest ('files' or 'run_fingerprint'): the file "
             f"was edited. Save the fit again."
         )
+    if meta["format"] == 1:  # the format is said, not checked: an edit to 1 shows here
+        warnings.warn(f"{folder} is a fit saved before fits carried a manifest (format 1): its "
+                      f"files cannot be checked against each other. Save it again to add one.",
+                      stacklevel=3)  # fmt: skip
     _check_meta(folder, meta)
     blobs = {name: _read_bytes(folder / name) for name in MANIFEST_FILES}
     for name, expected in meta.get("files", {}).items():  # fits saved before: no manifest

@@ -11,6 +11,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     HETEROPHILY_FILE,
     OPTIONS_FILE,
     heterophily_shape,
+    is_our_figure,
     options_shape,
 )
 from policy_gnn_jax.runtime import checkpoint, records, study_files
@@ -70,12 +71,14 @@ def write(path: pathlib.Path, summary: dict, policies: tuple) -> None:
     checkpoint.atomic_write_text(path, "\n".join(lines) + "\n")
 
 
-def check_files(options: pathlib.Path, results: pathlib.Path, choices) -> None:
+def check_files(options: pathlib.Path, results: pathlib.Path, choices,
+                figure: pathlib.Path | None = None) -> None:  # fmt: skip
     """The files the study merges into and writes beside its results, checked before the
     sweeps: the two JSON files hold what the study wrote (`study_files`; `choices`: the
     backbone options an options file may name), and the table
     (`<results>.md`) and the figure's points (`<results>.depths.npz`) are the study's own, not
-    a user's file of that name, which writing them would replace."""
+    a user's file of that name, which writing them would replace; so is the `figure`, if given
+    (one this library drew)."""
     study_files.check(options, OPTIONS_FILE, options_shape(choices))
     study_files.check(results, HETEROPHILY_FILE, heterophily_shape)
     table, points = results.with_suffix(".md"), results.with_suffix(".depths.npz")
@@ -88,6 +91,11 @@ def check_files(options: pathlib.Path, results: pathlib.Path, choices) -> None:
         raise checkpoint.CheckpointError(
             f"{points} (the figure's points kept beside --results-json) is not a file this "
             f"script wrote: move it away, or pass another --results-json."
+        )
+    if figure is not None and figure.exists() and not (figure.is_file() and is_our_figure(figure)):
+        raise checkpoint.CheckpointError(
+            f"{figure} (--figure) is not a figure this script drew, and drawing it would replace "
+            f"it: move it away, or pass another --figure."
         )
 
 

@@ -15,7 +15,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.contrib.adaptive_depth import headroom as pg_headroom
 from policy_gnn_jax.contrib.reproduction import runs as run_cache
 from policy_gnn_jax.contrib.reproduction import tables
-from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
+from policy_gnn_jax.contrib.study_shapes import FIGURE_MARK, HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.runtime import checkpoint, records, study_files
 
 
@@ -87,7 +87,7 @@ def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: pathlib.Path) -
 def save_figure(fig, path: pathlib.Path) -> None:
     """PNG written atomically: an interrupted run never leaves a half-written figure."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, dpi=120, format="png")
+    fig.savefig(buffer, dpi=120, format="png", metadata={"Software": FIGURE_MARK})
     checkpoint.atomic_write_bytes(path, buffer.getvalue())
 
 
@@ -195,7 +195,14 @@ def _check_fig1_is_this_commands(path: pathlib.Path, ds, args) -> None:
     """fig1's files are named by the dataset's name, which two graphs can share: another
     graph's, another command's (seeds, seed mode, preset) or an unrecorded one's are refused
     before any run unless --overwrite."""
-    if not path.exists() or args.overwrite:
+    if args.overwrite:
+        return
+    if not path.exists():
+        if path.with_suffix(".png").exists():  # no record says what drew it
+            raise checkpoint.CheckpointError(
+                f"{path.with_suffix('.png')} is there without {path.name}, which says what drew "
+                f"it: nothing was replaced. Pass --overwrite to replace it, or use another --out."
+            )
         return
     saved = checkpoint.read_json(path)
     ours = {"seeds": args.seeds, "seed_mode": args.seed_mode, "preset": args.preset}
