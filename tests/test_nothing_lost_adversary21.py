@@ -212,3 +212,11 @@ def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):
     (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
     with pytest.warns(UserWarning, match="cannot be checked"):
         pg.load(tmp_path / "f")
+
+
+def test_the_committed_study_figure_carries_the_mark():
+    """The study's default --figure is redrawn by every study: drawn without the mark, it would
+    be refused as a user's file."""
+    from policy_gnn_jax.contrib.study_shapes import is_our_figure
+
+    assert is_our_figure(ROOT / "docs" / "figures" / "heterophily_depths.png")
