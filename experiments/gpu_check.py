@@ -329,8 +329,8 @@ _LOCKS: list[int] = []
 def _unwritable(named, overwrite: bool) -> str | None:
     """Why the report cannot be written at `named` (None: it can), found before any step runs:
     the library's rules for a script's --out (`files.check_writable_file`), kept here."""
-    if URL.match(str(named)) or str(named).endswith("/"):
-        return f"--out {named} is a URL or ends in '/' (a folder): name a local file."
+    if URL.match(str(named)) or str(named).endswith(("/", ".lock")):
+        return f"--out {named} is a URL, ends in '/' (a folder) or names a lock: name a file."
     out = pathlib.Path(named)
     if out.name in FIT_FILES and (out.parent / "fit.json").is_file():  # even with --overwrite
         return (f"{out} is a file of the saved fit in {out.parent}: the report would break "

@@ -41,7 +41,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     heterophily_shape,
     options_shape,
 )
-from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit, study_files
+from policy_gnn_jax.runtime import checkpoint, files, outputs, records, saved_fit, study_files
 
 OPTIONS = {
     "plain": dict(ego_head=False, layer_norm=False),
@@ -142,8 +142,9 @@ def write_results(args, summary: dict, depth_points: dict) -> None:
 
     def side_files(merged: dict) -> None:
         heterophily_table.write(results.with_suffix(".md"), merged["datasets"], POLICIES)
-        figures.depths_by_structure(_merge_points(results, depth_points),
-                                    pathlib.Path(args.figure))  # fmt: skip
+        figure = pathlib.Path(args.figure)
+        figures.depths_by_structure(_merge_points(results, depth_points), figure,
+                                    heterophily_table.figure_mark(results, figure))  # fmt: skip
 
     _merge_json(results, summary, args.overwrite, extra={"datasets": summary}, then=side_files)
 
@@ -382,7 +383,7 @@ def _check_distinct_outputs(args) -> None:
         raise pg.ConfigError(
             f"--figure must name an image ({', '.join(FIGURE_SUFFIXES)}), got {args.figure}."
         )
-    if pathlib.Path(args.options_json).resolve() == pathlib.Path(args.results_json).resolve():
+    if files.resolve(args.options_json) == files.resolve(args.results_json):
         raise pg.ConfigError(
             f"--options-json and --results-json are one file ({args.results_json}): give each "
             f"its own, or one would be written over the other."

@@ -65,7 +65,8 @@ def test_a_figure_the_library_drew_is_recognised_as_its_own(tmp_path):
     from policy_gnn_jax.contrib.reproduction import figures
 
     fig, _ = plt.subplots()
-    figures.save_figure(fig, tmp_path / "d.png")
+    mark = heterophily_table.figure_mark(tmp_path / "r.json", tmp_path / "d.png")
+    figures.save_figure(fig, tmp_path / "d.png", mark)
     plt.close(fig)
     heterophily_table.check_files(tmp_path / "o.json", tmp_path / "r.json", ("ego",),
                                   figure=tmp_path / "d.png")  # fmt: skip
@@ -217,6 +218,9 @@ def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):
 def test_the_committed_study_figure_carries_the_mark():
     """The study's default --figure is redrawn by every study: drawn without the mark, it would
     be refused as a user's file."""
+    from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
     from policy_gnn_jax.contrib.study_shapes import is_our_figure
 
-    assert is_our_figure(ROOT / "docs" / "figures" / "heterophily_depths.png")
+    figure = ROOT / "docs" / "figures" / "heterophily_depths.png"
+    results = ROOT / "docs" / "results" / "heterophily.json"  # the study's defaults
+    assert is_our_figure(figure, heterophily_table.figure_mark(results, figure))

@@ -44,7 +44,7 @@ from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, a
     stop_on_signal,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import arguments, checkpoint, outputs, processes, runner
+from policy_gnn_jax.runtime import arguments, checkpoint, files, outputs, processes, runner
 
 
 def _check_paths(args) -> None:
@@ -57,7 +57,7 @@ def _check_paths(args) -> None:
                 f"default)."
             )
     if args.out and args.checkpoint_dir:
-        out, ckpt = pathlib.Path(args.out).resolve(), pathlib.Path(args.checkpoint_dir).resolve()
+        out, ckpt = files.resolve(args.out), files.resolve(args.checkpoint_dir)
         if out == ckpt:
             raise config_lib.ConfigError(
                 f"--out and --checkpoint-dir are one folder ({out}): give the checkpoints a "
@@ -391,7 +391,7 @@ def _default_stem(args, config) -> str:
     # a file's name without its folder, or the output would land beside the data file
     path = pathlib.Path(args.dataset)
     name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
-    name = name or path.resolve().name or "dataset"  # "." or "..": the folder's own name
+    name = name or files.resolve(path).name or "dataset"  # "." or "..": the folder's own name
     split = f"-split{args.split or 0}" if has_splits(args) else ""
     split = "-splits" if args.splits is not None else split
     return f"{name.lower()}{split}-{tag}"

@@ -140,7 +140,10 @@ def _check_float32_range(values: np.ndarray) -> None:
     if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
         return
     finite = np.isfinite(values)
-    magnitude = np.abs(np.where(finite, values, 0))
+    # float64 at least: a float16 compared with 2**24 would overflow (numpy warns)
+    magnitude = np.abs(np.where(finite, values, 0)).astype(
+        np.promote_types(values.dtype, np.float64)
+    )
     too_large = magnitude > np.finfo(np.float32).max
     if np.any(too_large):
         _fail(

@@ -59,6 +59,14 @@ def check_jax_modes() -> None:
             "policy-gnn-jax computes in 32 bits, and its results would silently differ. Turn it "
             "off for this process."
         )
+    for name in ("jax_transfer_guard", "jax_transfer_guard_host_to_device",
+                 "jax_transfer_guard_device_to_host"):  # fmt: skip
+        if getattr(jax.config, name, None) == "disallow":  # the library moves arrays implicitly
+            raise config_lib.ConfigError(
+                f"JAX's {name.upper()}=disallow (or jax.config.update({name!r}, 'disallow')) is "
+                f"set: the library moves arrays between host and device implicitly, which it "
+                f"forbids. Unset it, or use 'log' to see the transfers."
+            )
     # A seed names its run only under JAX's default random numbers: these settings make every
     # draw another, in a record that could not say so.
     random_settings = {

@@ -30,6 +30,20 @@ def in_link_loop(path: pathlib.Path) -> bool:
     return False
 
 
+def resolve(path: str | os.PathLike) -> pathlib.Path:
+    """`path` with its links followed (`Path.resolve`); a loop of links on the way is one
+    CheckpointError naming it, not pathlib's RuntimeError."""
+    try:
+        return pathlib.Path(path).resolve()
+    except (RuntimeError, OSError) as err:  # RuntimeError: a loop, before Python 3.13
+        if isinstance(err, OSError) and err.errno != errno.ELOOP:
+            raise
+        raise CheckpointError(
+            f"{path} is, or lies under, a link in a loop of links: replace one of them with a "
+            f"folder or a file, or choose another path."
+        ) from None
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -125,10 +139,11 @@ def read_json(path: str | os.PathLike, made_by: str | None = None):
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        fix = ("Delete it (or restore it from a copy) and run the command again to recreate it."
+        fix = ("If it is a file this project wrote, restore it from a copy (or delete it, and the "
+               "command makes it again); if it is another file, pass another name."
                if made_by is None else
                f"Restore it from a copy, or write it again with {made_by}.")  # fmt: skip
-        raise CheckpointError(f"{path} is corrupt or truncated ({err}). {fix}") from None
+        raise CheckpointError(f"{path} is not JSON, or is truncated ({err}). {fix}") from None
 
 
 def refuse_url(path: str | os.PathLike, what: str, kind: str) -> None:

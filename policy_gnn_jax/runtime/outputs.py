@@ -28,6 +28,7 @@ import socket
 import stat
 import threading
 
+from policy_gnn_jax.runtime import files
 from policy_gnn_jax.runtime.checkpoint import CheckpointError, is_checkpoint_step, signals_deferred
 from policy_gnn_jax.runtime.files import short_name
 
@@ -60,7 +61,7 @@ def rescue_folder(folder: str | os.PathLike) -> pathlib.Path:
     """A new `<folder>.rescued-<time>-<pid>` beside `folder`, for what a run whose lock file was
     removed would have written there. Resolved first (`--out .` has no name of its own), and
     named from at most 160 bytes of the folder's name, so that it can be made."""
-    where = pathlib.Path(folder).resolve()
+    where = files.resolve(folder)
     return new_folder(where.parent, f"{short_name(where.name, 160)}.rescued")
 
 
@@ -105,10 +106,10 @@ def check_input_kept(folder: str | os.PathLike, dataset) -> None:
     """Refuses an output folder where one of a result's files is the input graph itself
     (`--dataset DIR/dataset.npz --out DIR`): writing the result, or --overwrite, would replace
     it, and a sweep over splits removes it as an earlier result."""
-    path = pathlib.Path(os.fspath(dataset)).resolve()  # a link to a file there is that file
+    path = files.resolve(os.fspath(dataset))  # a link to a file there is that file
     if path.name not in RESULT_FILES or not path.is_file():
         return
-    where, out = path.parent, pathlib.Path(folder).resolve()
+    where, out = path.parent, files.resolve(folder)
     if where == out or (where.parent == out and where.name.startswith("split-")):
         raise CheckpointError(
             f"the input graph {dataset} is a file a result in {folder} is written to: it would "
@@ -134,7 +135,7 @@ def _check_not_in_checkpoints(folder: pathlib.Path) -> None:
 
 
 def lock_path(folder: str | os.PathLike) -> pathlib.Path:
-    return pathlib.Path(folder).resolve() / LOCK_NAME
+    return files.resolve(folder) / LOCK_NAME
 
 
 class FolderLock:

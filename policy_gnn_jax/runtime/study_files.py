@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from policy_gnn_jax.runtime import checkpoint, outputs
+from policy_gnn_jax.runtime import checkpoint, files, outputs
 
 
 def check(path, what: str, shape_ok: Callable[[object], bool]) -> dict:
@@ -54,7 +54,7 @@ def merge(path, what: str, shape_ok, update: Callable[[dict], dict],
     under the folder's lock; returns what was written. `update` may refuse (raise): then
     nothing is written. `then(merged)` writes the files made from the merged whole (a table, a
     figure's points beside it) under the same lock, so that two runs' merges never interleave."""
-    path = pathlib.Path(path).resolve()  # a link: its target is the file merged into
+    path = files.resolve(path)  # a link: its target is the file merged into
     with _folder_locked(path.parent):
         merged = update(check(path, what, shape_ok))
         checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))

@@ -3,6 +3,7 @@ policies) beside the published results on the same splits."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import numpy as np
@@ -92,11 +93,27 @@ def check_files(options: pathlib.Path, results: pathlib.Path, choices,
             f"{points} (the figure's points kept beside --results-json) is not a file this "
             f"script wrote: move it away, or pass another --results-json."
         )
-    if figure is not None and figure.exists() and not (figure.is_file() and is_our_figure(figure)):
+    if figure is not None and figure.is_symlink():  # replaced by a file, it would lose the link
         raise checkpoint.CheckpointError(
-            f"{figure} (--figure) is not a figure this script drew, and drawing it would replace "
+            f"{figure} (--figure) is a symbolic link: pass the file it names, or another."
+        )
+    drawn = (
+        figure is not None
+        and figure.is_file()
+        and is_our_figure(figure, figure_mark(results, figure))
+    )
+    if figure is not None and figure.exists() and not drawn:
+        raise checkpoint.CheckpointError(
+            f"{figure} (--figure) is not the figure of this study's {results.name} (a file of "
+            f"yours, another command's figure, or another study's), and drawing it would replace "
             f"it: move it away, or pass another --figure."
         )
+
+
+def figure_mark(results: pathlib.Path, figure: pathlib.Path) -> str:
+    """What the depth figure says drew it: the study whose results file it shows, named from
+    the figure's folder (so the two can move together)."""
+    return f"heterophily depths of {os.path.relpath(results.absolute(), figure.absolute().parent)}"
 
 
 def _starts_as_a_table(path: pathlib.Path) -> bool:

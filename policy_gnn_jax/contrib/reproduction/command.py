@@ -25,7 +25,7 @@ from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction import figures, runs, tables
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
-from policy_gnn_jax.runtime import checkpoint, outputs, runner, study_files
+from policy_gnn_jax.runtime import checkpoint, files, outputs, runner, study_files
 
 
 def check_args(args) -> None:
@@ -52,10 +52,11 @@ def check_args(args) -> None:
         raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
     checkpoint.check_writable_dir(args.out)
     if args.what == "headroom":
-        own = {(pathlib.Path(args.out) / n).resolve() for n in ("headroom.json", "headroom.md")}
-        if pathlib.Path(args.headroom_json).resolve() in own:  # written with this run's only
+        own = {files.resolve(pathlib.Path(args.out) / n) for n in ("headroom.json", "headroom.md")}
+        if files.resolve(args.headroom_json) in own:  # written with this run's only
             raise checkpoint.CheckpointError(
-                f"--headroom-json {args.headroom_json} is this run's own headroom.json in --out "
+                f"--headroom-json {args.headroom_json} is this run's own "
+                f"{pathlib.Path(args.headroom_json).name} in --out "
                 f"{args.out}, which holds this run's analyses only: name another file for the "
                 f"merged one, e.g. docs/results/headroom.json."
             )

@@ -15,7 +15,12 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.contrib.adaptive_depth import headroom as pg_headroom
 from policy_gnn_jax.contrib.reproduction import runs as run_cache
 from policy_gnn_jax.contrib.reproduction import tables
-from policy_gnn_jax.contrib.study_shapes import FIGURE_MARK, HEADROOM_FILE, headroom_shape
+from policy_gnn_jax.contrib.study_shapes import (
+    FIGURE_MARK,
+    HEADROOM_FILE,
+    headroom_shape,
+    is_our_figure,
+)
 from policy_gnn_jax.runtime import checkpoint, records, study_files
 
 
@@ -84,10 +89,12 @@ def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: pathlib.Path) -
     save_figure(fig, path)
 
 
-def save_figure(fig, path: pathlib.Path) -> None:
-    """PNG written atomically: an interrupted run never leaves a half-written figure."""
+def save_figure(fig, path: pathlib.Path, mark: str = "") -> None:
+    """PNG written atomically: an interrupted run never leaves a half-written figure. `mark`
+    (default: the file's name) says what drew it, in its metadata (`study_shapes.is_our_figure`)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, dpi=120, format="png", metadata={"Software": FIGURE_MARK})
+    fig.savefig(buffer, dpi=120, format="png",
+                metadata={"Software": f"{FIGURE_MARK}{mark or path.name}"})  # fmt: skip
     checkpoint.atomic_write_bytes(path, buffer.getvalue())
 
 
@@ -197,12 +204,13 @@ def _check_fig1_is_this_commands(path: pathlib.Path, ds, args) -> None:
     before any run unless --overwrite."""
     if args.overwrite:
         return
+    png = path.with_suffix(".png")
+    if png.exists() and not (png.is_file() and is_our_figure(png, f"fig1 of {path.name}")):
+        raise checkpoint.CheckpointError(
+            f"{png} is not a figure fig1 drew (a file of yours, or another command's): nothing "
+            f"was replaced. Pass --overwrite to replace it, or use another --out."
+        )
     if not path.exists():
-        if path.with_suffix(".png").exists():  # no record says what drew it
-            raise checkpoint.CheckpointError(
-                f"{path.with_suffix('.png')} is there without {path.name}, which says what drew "
-                f"it: nothing was replaced. Pass --overwrite to replace it, or use another --out."
-            )
         return
     saved = checkpoint.read_json(path)
     ours = {"seeds": args.seeds, "seed_mode": args.seed_mode, "preset": args.preset}
@@ -256,7 +264,7 @@ def fig1(args) -> None:
     )
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
-    save_figure(fig, out / f"{stem}.png")
+    save_figure(fig, out / f"{stem}.png", f"fig1 of {stem}.json")
     checkpoint.atomic_write_json(
         out / f"{stem}.json",
         {
@@ -309,7 +317,7 @@ def planted(args) -> None:
     print(text)
 
 
-def depths_by_structure(points: dict, path: pathlib.Path) -> None:
+def depths_by_structure(points: dict, path: pathlib.Path, mark: str) -> None:
     """Per dataset: the depth a policy chose for each node against its degree and its
     estimated local homophily (`points[name]`: [nodes, 3] degree, homophily, depth), as dots
     and the mean per sextile."""
@@ -337,4 +345,4 @@ def depths_by_structure(points: dict, path: pathlib.Path) -> None:
             ax.set_ylabel("depth chosen by Policy-GNN")
             ax.set_title(name)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, path, mark)

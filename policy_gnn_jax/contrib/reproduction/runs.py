@@ -9,7 +9,7 @@ import pathlib
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import checkpoint, outputs, records
+from policy_gnn_jax.runtime import checkpoint, files, outputs, records
 
 
 def _as_json(cfg: config_lib.Config) -> dict:
@@ -127,7 +127,7 @@ def dataset_folder_name(name: str) -> str:
     would be the input itself; `..` the folder above `--out`, so it is resolved first)."""
     last = pathlib.PurePath(name).name
     if last in ("", ".", ".."):
-        last = pathlib.Path(name).resolve().name or "root"
+        last = files.resolve(name).name or "root"
     return last
 
 
