@@ -92,7 +92,9 @@ def test_a_study_of_other_datasets_keeps_the_earlier_ones_in_the_table(studied):
 def test_options_chosen_at_another_depth_range_are_said(studied):
     """Before: options chosen at max-depth 1 were used at max-depth 2 without a word."""
     other = str(studied / "other.json")  # the same file's texas entry is not replaced
-    done = _study(studied, "study", "--max-depth", "2", *NO_POLICIES, "--results-json", other)
+    figure = str(studied / "other.png")  # depths.png is the figure of results.json
+    done = _study(studied, "study", "--max-depth", "2", *NO_POLICIES, "--results-json", other,
+                  "--figure", figure)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "texas's options were chosen with max_depth 1" in done.stderr
 

@@ -171,6 +171,7 @@ def _main(argv) -> int:
         print("error: interrupted while reading the arguments; nothing was run.", file=sys.stderr)
         return 143 if isinstance(stop, Terminated) else 130
     out, made_out, before = None, False, None
+    files.FOLDERS_MADE.clear()
     try:
         if not args.show_config:  # which needs no device
             check_xla_flags()  # before anything starts XLA: joining the processes does
@@ -301,8 +302,8 @@ def _fitter(args, config):
 def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
     """One `error:` line; a folder this run made and left empty is removed. The other processes
     of a run over several hear of it, if they have not started."""
-    if made is not None:
-        _remove_if_empty(made)
+    for folder in sorted({*files.FOLDERS_MADE, *([made] if made else [])}, key=str, reverse=True):
+        _remove_if_empty(folder)  # the deepest first: a checkpoint folder and its parents too
     _tell_the_others(message)
     print(f"error: {message}", file=sys.stderr)
     return code

@@ -102,14 +102,23 @@ def _edge_rows(edges, layout: str | None) -> np.ndarray:
     """The edge array as [2, E]: a 2x2 array could be either layout, so it needs `layout`."""
     if sp.issparse(edges):
         _fail(
-            f"edges is a sparse {edges.shape[0]}x{edges.shape[1]} matrix (an adjacency), not an "
+            f"edges is a scipy sparse {edges.shape[0]}x{edges.shape[1]} matrix, not a dense "
             f"edge list.",
-            "Pass np.stack(adjacency.nonzero()) as edges.",
+            "Pass a sparse [2, E] edge list as edges.toarray(); for an adjacency matrix, pass "
+            "np.stack(adjacency.nonzero()).",
         )
     edges = np.asarray(edges)
     if layout is not None and layout not in EDGE_LAYOUTS:
-        _fail(f"edges_layout must be one of {EDGE_LAYOUTS}, got {layout!r}.", "")
+        _fail(
+            f"edges_layout must be one of {EDGE_LAYOUTS}, got {layout!r}.",
+            'Pass edges_layout="2xE" (senders, receivers) or "Ex2" (one edge a row), as written.',
+        )
     if layout == "Ex2":
+        if edges.ndim != 2 or edges.shape[1] != 2:  # before the transpose: the user's shape
+            _fail(
+                f'edges_layout="Ex2" needs an [E, 2] array (one edge a row), got {edges.shape}.',
+                'Pass edges_layout="2xE" for [2, E] (senders, receivers).',
+            )
         edges = edges.T
     elif layout is None and edges.shape == (2, 2):
         _fail(

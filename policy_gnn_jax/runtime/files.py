@@ -143,7 +143,9 @@ def read_json(path: str | os.PathLike, made_by: str | None = None):
                "command makes it again); if it is another file, pass another name."
                if made_by is None else
                f"Restore it from a copy, or write it again with {made_by}.")  # fmt: skip
-        raise CheckpointError(f"{path} is not JSON, or is truncated ({err}). {fix}") from None
+        raise CheckpointError(
+            f"{path} is not JSON, or is corrupt or truncated ({err}). {fix}"
+        ) from None
 
 
 def refuse_url(path: str | os.PathLike, what: str, kind: str) -> None:
