@@ -8,6 +8,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from conftest import PLANETOID_DIR
 
 import policy_gnn_jax as pg
 from policy_gnn_jax.runtime import checkpoint, files
@@ -122,8 +123,8 @@ def test_the_probe_tool_on_a_missing_data_folder_is_one_error_line(tmp_path):
 
 def test_the_probe_tool_leaves_no_lock_files(tmp_path):
     """Before: probes.json.lock and probes.md.lock stayed after a run that succeeded."""
-    done = _probe_tool("--data-dir", "/work/shared/data/planetoid", "--out", "pb", "--only",
-                       "zzz", cwd=tmp_path)  # fmt: skip
+    done = _probe_tool("--data-dir", str(PLANETOID_DIR), "--out", "pb", "--only", "zzz",
+                       cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "pb").iterdir()) == ["probes.json", "probes.md"]
 
