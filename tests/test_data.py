@@ -14,8 +14,8 @@ from conftest import PLANETOID_DIR, ROOT
 
 from policy_gnn_jax import data
 
-# From docs/algorithm.md section 10 and shared/data/planetoid/README.md (computed there
-# independently).
+# From docs/algorithm.md section 10 (the data's own documented statistics, computed
+# independently of this loader).
 EXPECTED = {
     "cora": dict(
         nodes=2708,

@@ -1,5 +1,5 @@
 """The heterophilous benchmarks: a hand-built file parsed exactly, the real files against the
-statistics of shared/data/heterophily/README.md, checksums enforced, and the folder rules of
+statistics in docs/usage.md (Heterophilous benchmarks), checksums enforced, and the folder rules of
 Planetoid (data_dir means that folder only). No download: conftest forces offline."""
 
 import hashlib
@@ -20,7 +20,8 @@ HETEROPHILY_DIR = pathlib.Path(
     os.environ.get("POLICY_GNN_HETEROPHILY_DATA", ROOT.parent / "shared" / "data" / "heterophily")
 )
 
-# From shared/data/heterophily/README.md's table: nodes, features, classes, undirected edges,
+# From the table in docs/usage.md (Heterophilous benchmarks), which states the data's own
+# documentation: nodes, features, classes, undirected edges,
 # edge homophily (2 decimals), split 0's train / val / test sizes.
 README = {
     "actor": (7600, 932, 5, 26659, 0.22, (3648, 2432, 1520)),

@@ -302,8 +302,7 @@ def _fitter(args, config):
 def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
     """One `error:` line; a folder this run made and left empty is removed. The other processes
     of a run over several hear of it, if they have not started."""
-    for folder in sorted({*files.FOLDERS_MADE, *([made] if made else [])}, key=str, reverse=True):
-        _remove_if_empty(folder)  # the deepest first: a checkpoint folder and its parents too
+    files.remove_folders_left_empty([made] if made else [])  # a checkpoint folder's too
     _tell_the_others(message)
     print(f"error: {message}", file=sys.stderr)
     return code
@@ -376,13 +375,6 @@ def _generator_args(args) -> dict:
     if has_splits(args):
         return {"split": args.split or 0}
     return {}
-
-
-def _remove_if_empty(folder: pathlib.Path) -> None:
-    try:
-        folder.rmdir()  # refuses (OSError) when anything was written there
-    except OSError:
-        pass
 
 
 def _default_stem(args, config) -> str:

@@ -93,15 +93,7 @@ def _remove_empty(made: list[pathlib.Path], code: int) -> int:
     """Removes the folders of `made` that hold no file (with their empty sub-folders: all of
     them this run's own), the deepest first; returns `code`."""
     files.release_output_locks()  # their lock files first: a failed run leaves none
-    made = sorted({*made, *files.FOLDERS_MADE}, key=lambda p: len(p.parts), reverse=True)
-    for folder in made:
-        if not folder.is_dir():
-            continue
-        for inner, _, _ in sorted(os.walk(folder), key=lambda w: -len(w[0])):
-            try:
-                os.rmdir(inner)  # refuses (OSError) where anything was written
-            except OSError:
-                pass
+    files.remove_folders_left_empty(made)
     return code
 
 

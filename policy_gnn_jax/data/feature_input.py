@@ -152,10 +152,11 @@ def _check_float32_range(values: np.ndarray) -> None:
             "Rescale the features (e.g. divide by their largest value).",
         )
     # Whole numbers (counts, ids) as floats: float32 rounds them beyond 2**24 as it does integers.
+    as32 = values.astype(np.float32)
     whole = (magnitude > 2**24) & (values == np.round(values))
-    changed = whole & (values.astype(np.float32).astype(values.dtype) != values)
+    changed = whole & (as32.astype(values.dtype) != values)
     _warn_rounded(int(changed.sum()), stacklevel=5, what="whole numbers")
-    vanish = (magnitude > 0) & (values.astype(np.float32) == 0)
+    vanish = (magnitude > 0) & (as32 == 0)
     if np.any(vanish):
         warnings.warn(
             f"{int(vanish.sum())} feature values below float32's smallest "

@@ -11,6 +11,7 @@ import pathlib
 import re
 import stat
 import tempfile
+from typing import NoReturn
 
 from policy_gnn_jax.data.on_disk import ARRAY_FILES, META_FILE
 
@@ -88,26 +89,25 @@ def _place_new(tmp: str, path: pathlib.Path) -> None:
     if it has); else keeps it beside, as `<stem>.rescued-<pid><suffix>`, and says so."""
     try:
         os.link(tmp, path)
-        taken, placed = False, False
+        os.remove(tmp)  # the name holds it now
     except FileExistsError:
-        taken, placed = True, False
+        _keep_beside(tmp, path)
     except OSError as err:  # a file system without hard links: look, then rename
         if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
             raise
-        taken = os.path.lexists(path)
-        placed = not taken
-        if placed:
-            os.replace(tmp, path)
-    if taken:
-        kept = path.with_name(f"{path.stem}.rescued-{os.getpid()}{path.suffix}")
-        os.replace(tmp, kept)
-        raise CheckpointError(
-            f"{path} was created by another program during this run, and is kept; this run's "
-            f"result is in {kept}."
-        )
-    if not placed:
-        os.remove(tmp)  # the name now holds it
+        if os.path.lexists(path):
+            _keep_beside(tmp, path)  # raises
+        os.replace(tmp, path)
     _MUST_BE_NEW.discard(path.absolute())  # the run's own from now on
+
+
+def _keep_beside(tmp: str, path: pathlib.Path) -> NoReturn:
+    kept = path.with_name(f"{path.stem}.rescued-{os.getpid()}{path.suffix}")
+    os.replace(tmp, kept)
+    raise CheckpointError(
+        f"{path} was created by another program during this run, and is kept; this run's "
+        f"result is in {kept}."
+    )
 
 
 def short_name(name: str, size: int = 64) -> str:
@@ -237,9 +237,7 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
             f"a shorter folder."
         )
     try:
-        absent = absent_folders([path])
-        path.mkdir(parents=True, exist_ok=True)
-        FOLDERS_MADE.update(absent)
+        make_folders(path)
         fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
         os.close(fd)
         os.remove(probe)
@@ -250,9 +248,30 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
     return path
 
 
-# The folders `check_writable_dir` made in this process: a command that fails removes those it
-# left empty (`cli.process.exit_status`).
+# The folders this process made for its outputs (`make_folders`): a command that fails removes
+# those it left empty (`remove_folders_left_empty`).
 FOLDERS_MADE: set[pathlib.Path] = set()
+
+
+def make_folders(path: pathlib.Path) -> None:
+    """`path` and its missing parents, each recorded in FOLDERS_MADE."""
+    absent = absent_folders([path])
+    path.mkdir(parents=True, exist_ok=True)
+    FOLDERS_MADE.update(absent)
+
+
+def remove_folders_left_empty(made=()) -> None:
+    """Removes the folders of `made` and FOLDERS_MADE that hold no file (with their empty
+    sub-folders: all of them a failed command's own), the deepest first."""
+    folders = {pathlib.Path(f).absolute() for f in (*made, *FOLDERS_MADE)}
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        if not folder.is_dir():
+            continue
+        for inner, _, _ in sorted(os.walk(folder), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(inner)  # refuses (OSError) where anything was written
+            except OSError:
+                pass
 
 
 def absent_folders(folders) -> list[pathlib.Path]:
@@ -297,9 +316,10 @@ def check_writable_file(
         raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
     if path.name.endswith(".lock"):  # another run's lock on <name> would be written over
         raise CheckpointError(f"{what} {path} is named like a lock file: choose another name.")
-    if overwrite is not None and path.is_file() and path.stat().st_nlink > 1:  # the others: old
+    names = path.stat().st_nlink if path.is_file() else 1
+    if overwrite is not None and names > 1:  # the other names would keep the old content
         raise CheckpointError(
-            f"{what} {path} is one of {path.stat().st_nlink} names of one file (hard links): "
+            f"{what} {path} is one of {names} names of one file (hard links): "
             f"writing here would leave the others with the old content; choose another --out."
         )
     exists = CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
@@ -317,9 +337,11 @@ def check_writable_file(
 
 def _refuse_no_file_name(path: str | os.PathLike, what: str) -> None:
     text = os.fspath(path)
-    if isinstance(text, str) and not text.strip():
+    if not isinstance(text, str):
+        return
+    if not text.strip():
         raise CheckpointError(f"the {what} is an empty path: name a file.")
-    if isinstance(text, str) and text.endswith(("/", os.sep)):
+    if text.endswith(("/", os.sep)):
         raise CheckpointError(f"{what} {text} ends in '/', which names a folder: pass a file name.")
 
 

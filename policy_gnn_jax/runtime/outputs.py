@@ -161,9 +161,7 @@ class FolderLock:
             held[0] += 1
             return self
         try:
-            absent = files.absent_folders([self.path.parent])
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            files.FOLDERS_MADE.update(absent)  # a failed command removes them if left empty
+            files.make_folders(self.path.parent)  # a failed command removes them if left empty
             fd = self._acquire()
         except IsADirectoryError:
             raise CheckpointError(
