@@ -248,8 +248,7 @@ def check_writable_dir(path: str | os.PathLike, what: str = "output folder") -> 
     return path
 
 
-# The folders this process made for its outputs (`make_folders`): a command that fails removes
-# those it left empty (`remove_folders_left_empty`).
+# Folders this process made for its outputs: a failed command removes those left empty.
 FOLDERS_MADE: set[pathlib.Path] = set()
 
 
