@@ -2,12 +2,14 @@
 is found through the same variable the loader reads ($POLICY_GNN_DATA), by default the shared
 copy beside the project."""
 
+import atexit
 import importlib.util
 import os
 import pathlib
 import pickle
 import shutil
 import sys
+import tempfile
 import types
 
 import jax
@@ -16,6 +18,27 @@ import pytest
 import scipy.sparse as sp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+COMPILED_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+
+
+def _share_compiled_programs() -> None:
+    """Many tests (and the command-line runs they start) compile the same programs; one on-disk
+    cache for the whole session compiles each once (measured: test_checkpoint and test_exactness,
+    184 s -> 131 s). The folder is made by the first process to load this file, pytest-xdist's
+    controller, and inherited by its workers and every subprocess through the environment, then
+    removed when that process ends. Only on a CPU: a GPU's autotuning differs between processes,
+    and a cache would hide that from the tests that compare two processes (they turn it off for
+    their runs anyway, see tests/test_exactness.py)."""
+    if jax.default_backend() != "cpu":
+        return
+    if COMPILED_CACHE_VARIABLE not in os.environ:
+        folder = tempfile.mkdtemp(prefix="policy-gnn-jax-tests-compiled-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        os.environ[COMPILED_CACHE_VARIABLE] = folder
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # the suite's are small
+    jax.config.update("jax_compilation_cache_dir", os.environ[COMPILED_CACHE_VARIABLE])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
 os.environ.setdefault("POLICY_GNN_DATA", str(ROOT.parent / "shared" / "data" / "planetoid"))
 os.environ["POLICY_GNN_OFFLINE"] = "1"
 # On a GPU, JAX takes 75 % of its memory at start; the CLI tests start further JAX processes
@@ -33,6 +56,7 @@ os.environ["XLA_FLAGS"] = (
 # otherwise); tests that call its parts directly get the same full-float32 matmuls, so their
 # float32 tolerances against NumPy hold on a GPU too (its default would be TF32).
 jax.config.update("jax_default_matmul_precision", "highest")
+_share_compiled_programs()  # after XLA_FLAGS: it starts the backend
 
 from policy_gnn_jax import config as config_lib  # noqa: E402  (after the variables above)
 from policy_gnn_jax import data, graph  # noqa: E402

@@ -5,6 +5,7 @@ program the package compiles, and the matmul precision is what the config says."
 import functools
 import importlib.util
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -171,11 +172,13 @@ def test_two_processes_give_the_same_bits(tmp_path):
     """The README command (shortened) twice, each in its own process: every field of
     results.json equal except the wall time."""
     records = []
+    # Each process compiles its own programs: none is read from the suite's cache (conftest).
+    env = dict(os.environ, JAX_ENABLE_COMPILATION_CACHE="false")
     for name in ("a", "b"):
         argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "2", "--episodes", "3",
                 "--no-progress", "--out", str(tmp_path / name)]  # fmt: skip
         done = subprocess.run([sys.executable, "-m", "policy_gnn_jax.cli", *argv],
-                              capture_output=True, text=True)  # fmt: skip
+                              capture_output=True, text=True, env=env)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         record = json.loads((tmp_path / name / "results.json").read_text())
         record.pop("wall_time_s")
