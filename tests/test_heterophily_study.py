@@ -231,3 +231,21 @@ def test_an_entry_that_only_adds_fields_replaces_its_older_self(tmp_path):
     for new in ({"chosen": "plain", "seeds": 3, "num_splits": 10}, {"chosen": "ego"}):
         with pytest.raises(pg.CheckpointError, match="already holds cornell"):
             records.check_replaced_entries(old, {"cornell": new}, path, overwrite=False)
+
+
+def test_an_entry_that_adds_rows_keeps_the_rows_it_had(tmp_path):
+    """A study that adds the policies to a dataset whose fixed depths and headroom it held (the
+    rows, one level down) loses nothing; a row it changes or drops is still refused."""
+    from policy_gnn_jax.runtime import records
+
+    path = tmp_path / "r.json"
+    fixed = {"best fixed depth (val)": {"test": {"mean": 0.74}}}
+    old = {"cornell": {"episodes": 1000, "rows": fixed}}
+    policy = {"policy-gnn": {"test": {"mean": 0.75}}}
+    records.check_replaced_entries(old, {"cornell": {"episodes": 1000, "rows": {**fixed, **policy}}},
+                                   path, overwrite=False)  # fmt: skip
+    changed = {"best fixed depth (val)": {"test": {"mean": 0.70}}}
+    for rows in (policy, {**changed, **policy}):
+        with pytest.raises(pg.CheckpointError, match="already holds cornell"):
+            records.check_replaced_entries(old, {"cornell": {"episodes": 1000, "rows": rows}},
+                                           path, overwrite=False)  # fmt: skip

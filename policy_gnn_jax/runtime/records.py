@@ -56,11 +56,14 @@ def check_replaced_entries(old: dict, new: dict, path, overwrite: bool) -> None:
 
 
 def _kept_in(old, new) -> bool:
-    """Whether `new` holds all of `old`: the same, or the same with fields added (an entry
-    written before a field was recorded)."""
-    old, new = _as_json(old), _as_json(new)
+    """Whether `new` holds all of `old`: the same, or the same with fields added at any level
+    (an entry written before a field was recorded; a dataset's rows with the policies added)."""
+    return _holds(_as_json(new), _as_json(old))
+
+
+def _holds(new, old) -> bool:
     if isinstance(old, dict) and isinstance(new, dict):
-        return all(key in new and new[key] == value for key, value in old.items())
+        return all(key in new and _holds(new[key], value) for key, value in old.items())
     return old == new
 
 
