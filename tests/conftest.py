@@ -39,6 +39,7 @@ def _share_compiled_programs() -> None:
     jax.config.update("jax_compilation_cache_dir", os.environ[COMPILED_CACHE_VARIABLE])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
+
 os.environ.setdefault("POLICY_GNN_DATA", str(ROOT.parent / "shared" / "data" / "planetoid"))
 os.environ["POLICY_GNN_OFFLINE"] = "1"
 # On a GPU, JAX takes 75 % of its memory at start; the CLI tests start further JAX processes

@@ -242,8 +242,8 @@ def test_an_entry_that_adds_rows_keeps_the_rows_it_had(tmp_path):
     fixed = {"best fixed depth (val)": {"test": {"mean": 0.74}}}
     old = {"cornell": {"episodes": 1000, "rows": fixed}}
     policy = {"policy-gnn": {"test": {"mean": 0.75}}}
-    records.check_replaced_entries(old, {"cornell": {"episodes": 1000, "rows": {**fixed, **policy}}},
-                                   path, overwrite=False)  # fmt: skip
+    added = {"cornell": {"episodes": 1000, "rows": {**fixed, **policy}}}
+    records.check_replaced_entries(old, added, path, overwrite=False)
     changed = {"best fixed depth (val)": {"test": {"mean": 0.70}}}
     for rows in (policy, {**changed, **policy}):
         with pytest.raises(pg.CheckpointError, match="already holds cornell"):
