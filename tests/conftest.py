@@ -27,15 +27,16 @@ def _share_compiled_programs() -> None:
     184 s -> 131 s). The folder is made by the first process to load this file, pytest-xdist's
     controller, and inherited by its workers and every subprocess through the environment, then
     removed when that process ends. Only on a CPU: a GPU's autotuning differs between processes,
-    and a cache would hide that from the tests that compare two processes (they turn it off for
-    their runs anyway, see tests/test_exactness.py)."""
+    and a cache would hide that (the test that two processes give the same bits turns it off for
+    its runs anyway, tests/test_exactness.py)."""
     if jax.default_backend() != "cpu":
         return
     if COMPILED_CACHE_VARIABLE not in os.environ:
         folder = tempfile.mkdtemp(prefix="policy-gnn-jax-tests-compiled-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         os.environ[COMPILED_CACHE_VARIABLE] = folder
-        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # the suite's are small
+    # Every program, the suite's are small; here and in the subprocesses alike.
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     jax.config.update("jax_compilation_cache_dir", os.environ[COMPILED_CACHE_VARIABLE])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
