@@ -52,6 +52,26 @@ def test_the_splits_run_as_one_program(tmp_path, monkeypatch):
     assert len(calls) == 1 + len(datasets)
 
 
+@pytest.mark.parametrize("method", ["gcn", "policy-gnn"])
+def test_under_map_a_call_holds_no_more_work_than_a_split_run_alone(tmp_path, monkeypatch, method):
+    """Under "map" a call runs its chunk for every split in turn: with each split's own chunk
+    length, ten splits would return to Python (progress, Ctrl-C, a signal) ten times as seldom as
+    a split run alone. The joined chunk is the split's chunk shared out over the splits."""
+    per_call = []
+    original = runner.run_trainer
+    monkeypatch.setattr(runner, "run_trainer",
+                        lambda trainer, *a, **k: per_call.append(trainer.per_call)
+                        or original(trainer, *a, **k))  # fmt: skip
+    datasets = _splits(tmp_path, count=3)
+    cfg = pg.Config.tiny(num_episodes=5, epochs=20, episodes_per_call=4)
+    split_sweep.fit_splits(datasets, cfg, method=method, seeds=1, progress=False)
+    alone = 4 if method == "policy-gnn" else 20  # episodes_per_call; the baseline's 20 epochs
+    assert per_call == [alone // 3]
+    split_sweep.fit_splits(datasets, cfg, method=method, seeds=1, progress=False,
+                           split_map="vmap")  # fmt: skip
+    assert per_call[1:] == [alone]  # batched, the splits run at once: the call takes as long
+
+
 @pytest.mark.parametrize("method", ["gcn", "random"])
 def test_under_vmap_each_fit_is_its_own_splits(tmp_path, method):
     """Each split's saved snapshot, predicting its own test nodes, scores what its record says:

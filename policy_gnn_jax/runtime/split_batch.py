@@ -111,8 +111,14 @@ def stack_trainers(trainers: list[Trainer], key, split_map: str = "vmap") -> Tra
     each from the same `key` (the splits of one seed start from one key, as when they run one
     after another); None where the trainers are not one program.
 
-    Its `selected` is not given: take split k's state (`split_state`) to its own trainer's."""
+    Its `selected` is not given: take split k's state (`split_state`) to its own trainer's.
+    Under "map" a call runs its chunk for each split in turn, so the chunk is the trainers'
+    shared out over the splits: a call takes about as long as a split's own, and the run comes
+    back to Python (progress, Ctrl-C, a signal) as often."""
     first = trainers[0]
+    per_call = first.per_call
+    if split_map == "map":
+        per_call = max(1, per_call // len(trainers))
     if any((t.total, t.per_call, t.unit) != (first.total, first.per_call, first.unit)
            for t in trainers):  # fmt: skip
         return None
@@ -133,7 +139,7 @@ def stack_trainers(trainers: list[Trainer], key, split_map: str = "vmap") -> Tra
 
     # Traced now for the lengths the runner will ask for, so a mismatch falls back before
     # anything runs; any other length is traced on first use.
-    chunks = {n: chunk_program(n) for n in {first.per_call, first.total % first.per_call} - {0}}
+    chunks = {n: chunk_program(n) for n in {per_call, first.total % per_call} - {0}}
     if any(c is None for c in chunks.values()):
         return None
 
@@ -144,7 +150,7 @@ def stack_trainers(trainers: list[Trainer], key, split_map: str = "vmap") -> Tra
             raise ValueError("the splits' training chunks are not one program")
         return chunks[length](state)
 
-    return Trainer(init, train_chunk, evaluate, None, first.total, first.per_call, first.unit)
+    return Trainer(init, train_chunk, evaluate, None, first.total, per_call, first.unit)
 
 
 def split_state(tree, k: int, axis: int = 1):
