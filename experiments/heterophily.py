@@ -6,8 +6,10 @@ graphs whose neighbours mostly belong to other classes?
 
 Every number is over the benchmark's ten fixed splits (mean ± std over splits of each split's
 mean over seeds). `options` picks, per dataset, the decoupled backbone's heterophily options
-(`ego_head`, `layer_norm`) by the mean VALIDATION score of the best fixed depth (itself chosen
-on validation per split), and writes docs/results/heterophily_options.json. `study` runs, per
+(`ego_head`, `layer_norm`, the residual's weight: `backbone_options`) by the mean VALIDATION
+score of the best fixed depth (itself chosen on validation per split), among the combinations
+it runs and those the file scored the same way before, and writes
+docs/results/heterophily_options.json. `study` runs, per
 dataset and split, on the chosen backbone: every fixed depth 0..K, the headroom analysis (upper
 bounds that read test labels, labelled as such; label-free rules; the probe, with label-free
 estimates of local homophily), Policy-GNN with depth 0 allowed, the random policy and
@@ -24,7 +26,6 @@ import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest l
 # isort: split
 import argparse
 import dataclasses
-import io
 import pathlib
 import sys
 
@@ -34,6 +35,12 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import data, methods, split_sweep
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.contrib.adaptive_depth import fixed_runs, headroom, heterophily_table
+from policy_gnn_jax.contrib.adaptive_depth.backbone_options import (
+    OPTIONS,
+    choose,
+    chosen_otherwise,
+    earlier_scores,
+)
 from policy_gnn_jax.contrib.reproduction import figures
 from policy_gnn_jax.contrib.study_shapes import (
     HETEROPHILY_FILE,
@@ -43,12 +50,6 @@ from policy_gnn_jax.contrib.study_shapes import (
 )
 from policy_gnn_jax.runtime import checkpoint, files, outputs, records, saved_fit, study_files
 
-OPTIONS = {
-    "plain": dict(ego_head=False, layer_norm=False),
-    "ego": dict(ego_head=True, layer_norm=False),
-    "norm": dict(ego_head=False, layer_norm=True),
-    "ego+norm": dict(ego_head=True, layer_norm=True),
-}
 POLICIES = ("policy-gnn", "random", "policy-gnn-plus")
 EPISODES = 1000  # the paper's budget of MDP episodes
 STUDY_FILES = {"--results-json": "docs/results/heterophily.json",
@@ -81,9 +82,9 @@ def best_fixed(fixed: dict) -> int:
 
 
 def choose_options(args) -> None:
-    out, chosen = pathlib.Path(args.out), {}
+    out, chosen, known = pathlib.Path(args.out), {}, _read_json(pathlib.Path(args.options_json))
     for name in args.datasets:
-        scores = {}
+        scores = _kept_scores(args, name, known)  # scored before as now: candidates as they are
         for option in args.options or list(OPTIONS):
             cfg = base_config(args.max_depth, option)
             folders = {k: out / name / option / f"split-{k}" for k in _splits(args, name)}
@@ -95,12 +96,18 @@ def choose_options(args) -> None:
             val = scores[option]["val"]
             print(f"{name} {option}: the best fixed depth's val {val['mean']:.4f} ± "
                   f"{val['std']:.4f} over {len(per_split)} splits", flush=True)  # fmt: skip
-        best = max(scores, key=lambda o: scores[o]["val"]["mean"])  # ties: the earlier (plain)
+        best = choose(scores)
         chosen[name] = {"chosen_by_val": best, "options": OPTIONS[best], "scores": scores,
                         "seeds": args.seeds, "max_depth": args.max_depth,
                         "num_splits": len(folders)}  # fmt: skip
         print(f"{name}: chosen on validation: {best}", flush=True)
     _merge_json(pathlib.Path(args.options_json), chosen, args.overwrite)
+
+
+def _kept_scores(args, name: str, known: dict) -> dict:
+    """The scores `known` (the options file) holds for `name` that this run does not make again."""
+    kept = earlier_scores(known.get(name), args.seeds, args.max_depth, len(_splits(args, name)))
+    return {o: s for o, s in kept.items() if o not in (args.options or OPTIONS)}
 
 
 def study(args) -> None:
@@ -143,7 +150,7 @@ def write_results(args, summary: dict, depth_points: dict) -> None:
     def side_files(merged: dict) -> None:
         heterophily_table.write(results.with_suffix(".md"), merged["datasets"], POLICIES)
         figure = pathlib.Path(args.figure)
-        figures.depths_by_structure(_merge_points(results, depth_points), figure,
+        figures.depths_by_structure(heterophily_table.merge_points(results, depth_points), figure,
                                     heterophily_table.figure_mark(results, figure))  # fmt: skip
 
     _merge_json(results, summary, args.overwrite, extra={"datasets": summary}, then=side_files)
@@ -265,31 +272,11 @@ def _merge_json(path: pathlib.Path, entries: dict, overwrite: bool, extra: dict 
     return study_files.merge(path, HETEROPHILY_FILE, heterophily_shape, add, then)
 
 
-def _merge_points(results: pathlib.Path, points: dict) -> dict:
-    """Each dataset's (degree, homophily, depth) points for the figure, kept beside the results
-    file so that a run over some datasets redraws the others too."""
-    path = results.with_suffix(".depths.npz")
-    kept = dict(np.load(path)) if path.exists() else {}
-    for name, drawn in points.items():  # this run's entry replaced the dataset's: so do these
-        if len(drawn):
-            kept[name] = drawn
-        else:
-            kept.pop(name, None)
-    buffer = io.BytesIO()
-    np.savez(buffer, **kept)
-    checkpoint.atomic_write_bytes(path, buffer.getvalue())
-    return kept
-
-
 def _warn_if_chosen_otherwise(name: str, entry: dict | None, args) -> None:
     """The options were chosen at another depth range or seed count: said, not silently used."""
-    if not entry:
-        return
     splits = len(_splits(args, name))
-    used = {"max_depth": args.max_depth, "seeds": args.seeds, "num_splits": splits}
-    differ = {k: entry.get(k) for k, v in used.items() if entry.get(k) not in (None, v)}
-    if differ:
-        then = ", ".join(f"{k} {v}" for k, v in differ.items())
+    then = chosen_otherwise(entry, args.seeds, args.max_depth, splits)
+    if then:
         print(f"warning: {name}'s options were chosen with {then}; this study runs max_depth "
               f"{args.max_depth} with {args.seeds} seeds on {splits} splits. Run `options` with "
               f"the same flags to choose for them.", file=sys.stderr)  # fmt: skip
@@ -330,11 +317,6 @@ def run(args) -> None:
     require_at_least_one(seeds=args.seeds, episodes=args.episodes, num_splits=args.num_splits)
     if args.what == "study" and args.options is not None and len(args.options) != 1:
         raise pg.ConfigError("study --options takes one combination: the one to run.")
-    if args.what == "options" and args.options is not None and len(set(args.options)) < 2:
-        raise pg.ConfigError(
-            f"options --options needs at least two different combinations to choose from, got "
-            f"{' '.join(args.options)}."
-        )
     if args.max_depth < 0:
         raise pg.ConfigError(f"--max-depth must be >= 0 (depths 0..K), got {args.max_depth}.")
     for flag in ("options_json", "results_json"):
@@ -348,9 +330,22 @@ def run(args) -> None:
     heterophily_table.check_files(
         pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS), figure
     )
+    if args.what == "options" and args.options is not None:  # the file is known good now
+        _check_two_candidates(args)
     with outputs.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
         _warn_unused(args)
         (choose_options if args.what == "options" else study)(args)
+
+
+def _check_two_candidates(args) -> None:
+    known = _read_json(pathlib.Path(args.options_json))
+    for name in args.datasets:
+        if len(set(args.options) | set(_kept_scores(args, name, known))) < 2:
+            raise pg.ConfigError(
+                f"options --options needs at least two different combinations to choose from "
+                f"for {name}, counting those {args.options_json} scored with the same seeds, "
+                f"depths and splits; got {' '.join(args.options)}."
+            )
 
 
 def check_outputs(args) -> None:

@@ -137,7 +137,8 @@ def test_a_different_run_does_not_replace_a_datasets_entry_unasked(studied, what
     files, with exit 0 and no word."""
     name = "results.json" if what == "study" else "options.json"
     before = (studied / name).read_bytes()
-    extra = ("--seeds", "2", *NO_POLICIES) if what == "study" else ("--options", "plain", "norm")
+    extra = ("--seeds", "2", *NO_POLICIES) if what == "study" else ("--seeds", "2", "--options",
+                                                                    "plain", "norm")  # fmt: skip
     done = _study(studied, what, *extra)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
@@ -249,3 +250,55 @@ def test_an_entry_that_adds_rows_keeps_the_rows_it_had(tmp_path):
         with pytest.raises(pg.CheckpointError, match="already holds cornell"):
             records.check_replaced_entries(old, {"cornell": {"episodes": 1000, "rows": rows}},
                                            path, overwrite=False)  # fmt: skip
+
+
+def _earlier_options(tmp_path, chosen: str, score: float, seeds: int = 1) -> pathlib.Path:
+    """An options file that scored one combination on texas (one split, depths 0..1)."""
+    val = {"mean": score, "std": 0.0, "per_split": [score]}
+    entry = {
+        "chosen_by_val": chosen,
+        "options": {"ego_head": True, "layer_norm": False},
+        "scores": {chosen: {"val": val}},
+        "seeds": seeds,
+        "max_depth": 1,
+        "num_splits": 1,
+    }
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps({"texas": entry}))
+    return path
+
+
+def test_options_scores_a_new_combination_beside_the_ones_scored_before(tmp_path):
+    """Before: `options --options ego+res` needed every other combination trained again (and
+    one alone was refused); now the combinations the file scored with the same seeds, depths
+    and splits stay, and the choice is made over all of them."""
+    _need("texas.npz")
+    path = _earlier_options(tmp_path, "ego", 1.0)  # no run scores above it
+    done = _study(tmp_path, "options", "--options", "ego+res")
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(path.read_text())["texas"]
+    assert set(entry["scores"]) == {"ego", "ego+res"}
+    assert entry["scores"]["ego"]["val"]["mean"] == 1.0
+    assert 0 < entry["scores"]["ego+res"]["val"]["mean"] < 1.0
+    assert entry["chosen_by_val"] == "ego" and entry["options"]["ego_head"] is True
+
+
+def test_a_new_combination_that_wins_changes_the_choice_only_when_asked(tmp_path):
+    path = _earlier_options(tmp_path, "ego", 0.0)  # every run scores above it
+    before = path.read_bytes()
+    done = _study(tmp_path, "options", "--options", "ego+res")
+    assert done.returncode == 2 and "--overwrite" in done.stderr.strip().splitlines()[-1]
+    assert path.read_bytes() == before
+    done = _study(tmp_path, "options", "--options", "ego+res", "--overwrite")
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(path.read_text())["texas"]
+    assert entry["chosen_by_val"] == "ego+res" and set(entry["scores"]) == {"ego", "ego+res"}
+    assert entry["options"] == {"ego_head": True, "layer_norm": False, "teleport": 0.5}
+
+
+def test_scores_made_with_other_seeds_are_not_candidates(tmp_path):
+    _earlier_options(tmp_path, "ego", 1.0, seeds=3)
+    done = _study(tmp_path, "options", "--options", "ego+res")
+    assert done.returncode == 2
+    assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "runs").exists()

@@ -330,10 +330,11 @@ def test_a_replaced_entry_leaves_no_depth_points_of_the_run_it_replaced(experime
     the replaced run's depth points, and the figure still drew them."""
     import numpy as np
 
-    het = experiment("heterophily")
+    from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
+
     results = tmp_path / "r.json"
-    het._merge_points(results, {"texas": np.ones((4, 3)), "actor": np.ones((2, 3))})
-    kept = het._merge_points(results, {"texas": np.zeros((0, 3))})
+    heterophily_table.merge_points(results, {"texas": np.ones((4, 3)), "actor": np.ones((2, 3))})
+    kept = heterophily_table.merge_points(results, {"texas": np.zeros((0, 3))})
     assert set(kept) == {"actor"}
     with np.load(results.with_suffix(".depths.npz")) as z:
         assert set(z.files) == {"actor"}

@@ -3,6 +3,7 @@ policies) beside the published results on the same splits."""
 
 from __future__ import annotations
 
+import io
 import os
 import pathlib
 
@@ -128,3 +129,19 @@ def _holds_points(path: pathlib.Path) -> bool:
             return all(z[k].ndim == 2 and z[k].shape[1] == 3 for k in z.files)
     except Exception:  # not an npz, a folder, a pickle: not the study's
         return False
+
+
+def merge_points(results: pathlib.Path, points: dict) -> dict:
+    """Each dataset's (degree, homophily, depth) points for the figure, kept beside the results
+    file so that a run over some datasets redraws the others too."""
+    path = results.with_suffix(".depths.npz")
+    kept = dict(np.load(path)) if path.exists() else {}
+    for name, drawn in points.items():  # this run's entry replaced the dataset's: so do these
+        if len(drawn):
+            kept[name] = drawn
+        else:
+            kept.pop(name, None)
+    buffer = io.BytesIO()
+    np.savez(buffer, **kept)
+    checkpoint.atomic_write_bytes(path, buffer.getvalue())
+    return kept
