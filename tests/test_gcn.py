@@ -289,19 +289,24 @@ def numpy_decoupled_options(params, x, a_hat, alpha, max_depth, ego_head, layer_
     return zs + (h @ p["w_ego"] + p["b_ego"])[None] if ego_head else zs
 
 
-@pytest.mark.parametrize(("ego_head", "layer_norm"), [(True, False), (False, True), (True, True)])
-def test_decoupled_options_match_numpy(small_dataset, small_graph, key, ego_head, layer_norm):
+@pytest.mark.parametrize(
+    ("ego_head", "layer_norm", "alpha"),
+    [(True, False, 0.1), (False, True, 0.1), (True, True, 0.1), (True, False, 0.5)],  # 0.5: ego+res
+)
+def test_decoupled_options_match_numpy(
+    small_dataset, small_graph, key, ego_head, layer_norm, alpha
+):
     from policy_gnn_jax.backbones import decoupled
 
     model = decoupled.DecoupledGCN(
-        hidden=8, num_classes=3, alpha=0.1, max_depth=4, ego_head=ego_head, layer_norm=layer_norm
+        hidden=8, num_classes=3, alpha=alpha, max_depth=4, ego_head=ego_head, layer_norm=layer_norm
     )
     params = model.init(key, small_graph, train=False)
     params = jax.tree.map(lambda v: v + 0.1, params)  # non-zero biases and norm offsets
     got = model.apply(params, small_graph, train=False)
     x = small_dataset.features.toarray().astype(np.float64)
     want = numpy_decoupled_options(
-        params, x, dense_adjacency(small_dataset), 0.1, 4, ego_head, layer_norm
+        params, x, dense_adjacency(small_dataset), alpha, 4, ego_head, layer_norm
     )
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
