@@ -34,13 +34,13 @@ import numpy as np
 import policy_gnn_jax as pg
 from policy_gnn_jax import data, methods, split_sweep
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
-from policy_gnn_jax.contrib.adaptive_depth import fixed_runs, headroom, heterophily_table
-from policy_gnn_jax.contrib.adaptive_depth.backbone_options import (
-    OPTIONS,
-    choose,
-    chosen_otherwise,
-    earlier_scores,
+from policy_gnn_jax.contrib.adaptive_depth import (
+    backbone_options,
+    fixed_runs,
+    headroom,
+    heterophily_table,
 )
+from policy_gnn_jax.contrib.adaptive_depth.backbone_options import OPTIONS, chosen_otherwise
 from policy_gnn_jax.contrib.reproduction import figures
 from policy_gnn_jax.contrib.study_shapes import (
     HETEROPHILY_FILE,
@@ -48,7 +48,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     heterophily_shape,
     options_shape,
 )
-from policy_gnn_jax.runtime import checkpoint, files, outputs, records, saved_fit, study_files
+from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit, study_files
 
 POLICIES = ("policy-gnn", "random", "policy-gnn-plus")
 EPISODES = 1000  # the paper's budget of MDP episodes
@@ -82,9 +82,9 @@ def best_fixed(fixed: dict) -> int:
 
 
 def choose_options(args) -> None:
-    out, chosen, known = pathlib.Path(args.out), {}, _read_json(pathlib.Path(args.options_json))
+    out, made = pathlib.Path(args.out), {}
     for name in args.datasets:
-        scores = _kept_scores(args, name, known)  # scored before as now: candidates as they are
+        made[name] = {}
         for option in args.options or list(OPTIONS):
             cfg = base_config(args.max_depth, option)
             folders = {k: out / name / option / f"split-{k}" for k in _splits(args, name)}
@@ -92,22 +92,28 @@ def choose_options(args) -> None:
                 _load_splits(args, name), cfg, args.seeds, folders, args.split_map, args.overwrite
             )
             per_split = [f["val"][best_fixed(f)].mean() for f in fixed.values()]
-            scores[option] = {"val": records.mean_std(per_split, per="per_split")}
-            val = scores[option]["val"]
+            val = records.mean_std(per_split, per="per_split")
+            made[name][option] = {"val": val, "options": OPTIONS[option]}
             print(f"{name} {option}: the best fixed depth's val {val['mean']:.4f} ± "
                   f"{val['std']:.4f} over {len(per_split)} splits", flush=True)  # fmt: skip
-        best = choose(scores)
-        chosen[name] = {"chosen_by_val": best, "options": OPTIONS[best], "scores": scores,
-                        "seeds": args.seeds, "max_depth": args.max_depth,
-                        "num_splits": len(folders)}  # fmt: skip
-        print(f"{name}: chosen on validation: {best}", flush=True)
-    _merge_json(pathlib.Path(args.options_json), chosen, args.overwrite)
+
+    def entries(known: dict) -> dict:  # under the file's lock: the scores it holds now compete
+        return {name: backbone_options.entry({**_kept_scores(args, name, known), **scores},
+                                             args.seeds, args.max_depth, len(_splits(args, name)))
+                for name, scores in made.items()}  # fmt: skip
+
+    written = _merge_json(pathlib.Path(args.options_json), entries, args.overwrite)
+    for name in args.datasets:
+        print(f"{name}: chosen on validation: {written[name]['chosen_by_val']}", flush=True)
 
 
-def _kept_scores(args, name: str, known: dict) -> dict:
-    """The scores `known` (the options file) holds for `name` that this run does not make again."""
-    kept = earlier_scores(known.get(name), args.seeds, args.max_depth, len(_splits(args, name)))
-    return {o: s for o, s in kept.items() if o not in (args.options or OPTIONS)}
+def _kept_scores(args, name: str, known: dict, said=None) -> dict:
+    """The scores `known` (the options file) holds for `name` that compete without a rerun."""
+    return backbone_options.kept_scores(
+        known.get(name), rerun=args.options or OPTIONS, seeds=args.seeds, where=f"{name} in "
+        f"{args.options_json}", max_depth=args.max_depth, num_splits=len(_splits(args, name)),
+        said=said,
+    )  # fmt: skip
 
 
 def study(args) -> None:
@@ -250,22 +256,24 @@ def _read_json(path: pathlib.Path) -> dict:
     return checkpoint.read_json(path) if path.exists() else {}
 
 
-def _merge_json(path: pathlib.Path, entries: dict, overwrite: bool, extra: dict | None = None,
+def _merge_json(path: pathlib.Path, entries, overwrite: bool, extra: dict | None = None,
                 then=None) -> dict:  # fmt: skip
-    """Adds `entries` to the file (under "datasets" with `extra`), keeping every other entry;
+    """Adds `entries` (or what `entries(the file's content)` gives) to the file (under
+    "datasets" with `extra`), keeping every other entry;
     one it holds already is replaced only if the same or `overwrite`. Returns what the file now
     holds. The read and the write are one step under the file's lock (`study_files`)."""
 
     def add(merged: dict) -> dict:
         old = merged.get("datasets", {}) if extra is not None else merged
-        records.check_replaced_entries(old, entries, path, overwrite)
+        new = entries(merged) if callable(entries) else entries  # made from the file as it is
+        records.check_replaced_entries(old, new, path, overwrite)
         if extra is None:
-            return {**merged, **entries}
+            return {**merged, **new}
         # Seeds and depths are each dataset's own: a run over some datasets would mislabel the
         # others (files written before say them once, for all).
         old = {n: {"seeds": merged.get("seeds"), "max_depth": merged.get("max_depth"), **e}
                for n, e in old.items()}  # fmt: skip
-        return {"datasets": {**old, **entries}}
+        return {"datasets": {**old, **new}}
 
     if extra is None:
         return study_files.merge(path, OPTIONS_FILE, options_shape(OPTIONS), add)
@@ -322,7 +330,7 @@ def run(args) -> None:
     for flag in ("options_json", "results_json"):
         if pathlib.Path(getattr(args, flag)).suffix.lower() != ".json":  # the table is its .md
             raise pg.ConfigError(f"--{flag.replace('_', '-')} must name a .json file.")
-    _check_distinct_outputs(args)
+    heterophily_table.check_distinct_outputs(args.options_json, args.results_json, args.figure)
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
     check_outputs(args)
@@ -330,17 +338,29 @@ def run(args) -> None:
     heterophily_table.check_files(
         pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS), figure
     )
-    if args.what == "options" and args.options is not None:  # the file is known good now
-        _check_two_candidates(args)
+    _check_chosen(args)  # the file is known good now
     with outputs.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
         _warn_unused(args)
         (choose_options if args.what == "options" else study)(args)
 
 
-def _check_two_candidates(args) -> None:
+def _check_chosen(args) -> None:
+    """Before any training: options has two candidates per dataset, counting the scores the file
+    holds (each a score); the study's chosen combinations mean here what they meant there."""
     known = _read_json(pathlib.Path(args.options_json))
     for name in args.datasets:
-        if len(set(args.options) | set(_kept_scores(args, name, known))) < 2:
+        where = f"{name} in {args.options_json}"
+        if args.what == "study":  # --options: the user's combination, whatever the file says
+            entry = known.get(name) or {}
+            error = backbone_options.fields_error(entry, entry.get("chosen_by_val"), where)
+            if error and args.options is None:
+                raise pg.ConfigError(error)
+            continue
+        said = []
+        kept = _kept_scores(args, name, known, said)
+        for line in said:
+            print(line, file=sys.stderr)
+        if args.options and len(set(args.options) | set(kept)) < 2:
             raise pg.ConfigError(
                 f"options --options needs at least two different combinations to choose from "
                 f"for {name}, counting those {args.options_json} scored with the same seeds, "
@@ -366,23 +386,6 @@ def _warn_unused(args) -> None:
     if unused:  # the study's: a setting that changes nothing is said, never silently dropped
         print(f"warning: {', '.join(unused)} not used by options (they are the study's).",
               file=sys.stderr)  # fmt: skip
-
-
-FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
-
-
-def _check_distinct_outputs(args) -> None:
-    """Every file the script writes is its own: one written over another would lose it. The
-    table (.md) and the figure's points (.depths.npz) differ from the JSON files by suffix."""
-    if pathlib.Path(args.figure).suffix.lower() not in FIGURE_SUFFIXES:
-        raise pg.ConfigError(
-            f"--figure must name an image ({', '.join(FIGURE_SUFFIXES)}), got {args.figure}."
-        )
-    if files.resolve(args.options_json) == files.resolve(args.results_json):
-        raise pg.ConfigError(
-            f"--options-json and --results-json are one file ({args.results_json}): give each "
-            f"its own, or one would be written over the other."
-        )
 
 
 def main(argv=None) -> int:

@@ -302,3 +302,57 @@ def test_scores_made_with_other_seeds_are_not_candidates(tmp_path):
     assert done.returncode == 2
     assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda e: e["scores"]["ego"]["val"].update(mean=float("nan")),
+        lambda e: e["scores"]["ego"]["val"].update(mean=True),
+        lambda e: e["scores"]["ego"]["val"].update(mean="0.99"),
+        lambda e: e["scores"]["ego"]["val"].pop("mean"),
+        lambda e: e["scores"]["ego"]["val"].update(per_split=None),
+        lambda e: e["scores"].update(ego=0.99),
+        lambda e: e["scores"]["ego"].update(val=None),
+    ],
+    ids=["nan", "bool", "str", "no mean", "per_split None", "a number", "val None"],
+)
+def test_a_kept_score_that_is_not_a_score_is_one_error_before_training(tmp_path, edit):
+    """Before: a NaN or True mean won the choice (and NaN was written, which no JSON reader
+    takes); other types ended in a traceback, some after the training."""
+    path = _earlier_options(tmp_path, "ego", 0.9)
+    entry = json.loads(path.read_text())
+    edit(entry["texas"])
+    path.write_text(json.dumps(entry))  # NaN as JSON's NaN: what a hand edit or an old file has
+    before = path.read_bytes()
+    done = _study(tmp_path, "options", "--options", "ego+res")
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "texas" in last and "ego" in last and "score" in last, last
+    assert path.read_bytes() == before and not (tmp_path / "runs").exists()
+
+
+def test_a_score_of_another_definition_is_not_kept_and_is_said(tmp_path):
+    """A combination's score is kept only where the file's record of its fields is this
+    version's: one made with other fields would compete under a name it no longer means."""
+    path = _earlier_options(tmp_path, "ego", 1.0)
+    entry = json.loads(path.read_text())
+    entry["texas"]["scores"]["ego"]["options"] = {"ego_head": True, "layer_norm": True}
+    path.write_text(json.dumps(entry))
+    done = _study(tmp_path, "options", "--options", "ego+res")
+    assert done.returncode == 2
+    assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
+    assert "ego" in done.stderr and "not a candidate" in done.stderr
+
+
+def test_the_study_refuses_options_whose_fields_are_not_the_chosen_ones(tmp_path):
+    """Before: a file whose `options` said layer norm and teleport 0.5 beside `chosen_by_val:
+    ego` ran ego without a word."""
+    path = _earlier_options(tmp_path, "ego", 0.9)
+    entry = json.loads(path.read_text())
+    entry["texas"]["options"] = {"ego_head": False, "layer_norm": True, "teleport": 0.5}
+    path.write_text(json.dumps(entry))
+    done = _study(tmp_path, "study", *NO_POLICIES)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "texas" in last and "ego" in last, done.stderr
+    assert not (tmp_path / "runs").exists()

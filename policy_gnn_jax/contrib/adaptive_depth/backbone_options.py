@@ -10,6 +10,11 @@ strong beside the ego head.
 
 from __future__ import annotations
 
+import functools
+import math
+
+from policy_gnn_jax.config import ConfigError
+
 OPTIONS = {
     "plain": dict(ego_head=False, layer_norm=False),
     "ego": dict(ego_head=True, layer_norm=False),
@@ -19,21 +24,61 @@ OPTIONS = {
 }
 
 
-def earlier_scores(entry: dict | None, seeds: int, max_depth: int, num_splits: int) -> dict:
-    """The validation scores an options file's `entry` for a dataset holds that were made as this
-    run makes its own (the same seeds, depths 0..max_depth and number of splits), so that a new
-    combination is chosen against them without training them again; {} where none were."""
+def kept_scores(
+    entry, *, rerun, seeds: int, max_depth: int, num_splits: int, where: str, said=None
+) -> dict:
+    """The validation scores an options file's `entry` for one dataset holds that this run does
+    not make again (`rerun`) and that were made as it makes its own: the same seeds, depths
+    0..max_depth, number of splits and fields of the combination. A new combination is chosen
+    against them without training them again. A kept one that is not a score is a `ConfigError`.
+    `where`: "texas in options.json", for messages; `said`: a list to which each reason a score
+    is not kept is added (as a "warning:" line)."""
+    say = functools.partial(_say, where, [] if said is None else said)
     if not isinstance(entry, dict) or not isinstance(entry.get("scores"), dict):
         return {}
-    made = (entry.get("seeds"), entry.get("max_depth"), entry.get("num_splits", num_splits))
-    if made != (seeds, max_depth, num_splits):
-        return {}
+    scores = {o: s for o, s in entry["scores"].items() if o not in rerun}
+    made = {"seeds": seeds, "max_depth": max_depth, "num_splits": num_splits}
     # Entries written before `num_splits` was recorded say it by each score's per-split list.
-    return {
-        option: score
-        for option, score in entry["scores"].items()
-        if option in OPTIONS and len(score.get("val", {}).get("per_split", ())) == num_splits
-    }
+    recorded = {k: entry.get(k, v) if k == "num_splits" else entry.get(k) for k, v in made.items()}
+    differ = {k: recorded[k] for k, v in made.items() if recorded[k] != v}
+    if differ and scores:
+        say(scores, "were made with " + ", ".join(f"{k} {v}" for k, v in differ.items()))
+    if differ:
+        return {}
+    kept = {}
+    for option, score in scores.items():
+        if option not in OPTIONS:
+            say([option], "names a combination this version does not have")
+        elif len(_checked(score, option, where)["val"]["per_split"]) != num_splits:
+            say([option], f"was not made over {num_splits} splits")
+        elif score.get("options", OPTIONS[option]) != OPTIONS[option]:
+            say([option], f"was made with {score['options']}, not {OPTIONS[option]}")
+        else:
+            kept[option] = score
+    return kept
+
+
+def _checked(score, option: str, where: str) -> dict:
+    """`score` if it is a validation score (a finite mean, finite per-split values)."""
+    val = score.get("val") if isinstance(score, dict) else None
+    mean = val.get("mean") if isinstance(val, dict) else None
+    per_split = val.get("per_split") if isinstance(val, dict) else None
+    if not (_finite(mean) and isinstance(per_split, list) and all(map(_finite, per_split))):
+        raise ConfigError(
+            f"{where}: the score of {option} is not a validation score (a finite mean and "
+            f"per-split values); fix or remove it, or run `options` without it (--overwrite "
+            f"replaces the entry)."
+        )
+    return score
+
+
+def _finite(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _say(where: str, said: list, options, why: str) -> None:
+    said.append(f"warning: {where}: the score of {', '.join(options)} {why}: not a candidate "
+                f"(a changed entry needs --overwrite, which drops it).")  # fmt: skip
 
 
 def choose(scores: dict) -> str:
@@ -41,6 +86,23 @@ def choose(scores: dict) -> str:
     in OPTIONS (the simpler)."""
     ranked = sorted(scores, key=lambda o: (-scores[o]["val"]["mean"], list(OPTIONS).index(o)))
     return ranked[0]
+
+
+def entry(scores: dict, seeds: int, max_depth: int, num_splits: int) -> dict:
+    """A dataset's entry in the options file: the combination chosen over `scores`, and how."""
+    best = choose(scores)
+    return {"chosen_by_val": best, "options": OPTIONS[best], "scores": scores, "seeds": seeds,
+            "max_depth": max_depth, "num_splits": num_splits}  # fmt: skip
+
+
+def fields_error(entry: dict | None, option: str, where: str) -> str:
+    """Why the study cannot run `option` as chosen in `entry` (its recorded fields are not the
+    combination's in this version); "" where it can."""
+    fields = entry.get("options") if isinstance(entry, dict) else None
+    if fields is None or option not in OPTIONS or fields == OPTIONS[option]:
+        return ""
+    return (f"{where} chose {option} with the fields {fields}, but {option} is {OPTIONS[option]} "
+            f"here: run `options` again, or pass --options to say which to run.")  # fmt: skip
 
 
 def chosen_otherwise(entry: dict | None, seeds: int, max_depth: int, num_splits: int) -> str:

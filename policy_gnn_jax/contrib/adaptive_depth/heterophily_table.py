@@ -9,6 +9,7 @@ import pathlib
 
 import numpy as np
 
+from policy_gnn_jax.config import ConfigError
 from policy_gnn_jax.contrib.study_shapes import (
     HETEROPHILY_FILE,
     OPTIONS_FILE,
@@ -16,7 +17,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     is_our_figure,
     options_shape,
 )
-from policy_gnn_jax.runtime import checkpoint, records, study_files
+from policy_gnn_jax.runtime import checkpoint, files, records, study_files
 
 # Published test results on these splits (mean ± std over the ten splits, in %): the GloGNN
 # repository's results table, the ACM-GNN paper's appendix (fixed 48/32/20 splits), and the
@@ -145,3 +146,20 @@ def merge_points(results: pathlib.Path, points: dict) -> dict:
     np.savez(buffer, **kept)
     checkpoint.atomic_write_bytes(path, buffer.getvalue())
     return kept
+
+
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def check_distinct_outputs(options_json, results_json, figure) -> None:
+    """Every file the study writes is its own: one written over another would lose it. The
+    table (.md) and the figure's points (.depths.npz) differ from the JSON files by suffix."""
+    if pathlib.Path(figure).suffix.lower() not in FIGURE_SUFFIXES:
+        raise ConfigError(
+            f"--figure must name an image ({', '.join(FIGURE_SUFFIXES)}), got {figure}."
+        )
+    if files.resolve(options_json) == files.resolve(results_json):
+        raise ConfigError(
+            f"--options-json and --results-json are one file ({results_json}): give each "
+            f"its own, or one would be written over the other."
+        )
