@@ -112,7 +112,7 @@ def _kept_scores(args, name: str, known: dict, said=None) -> dict:
     return backbone_options.kept_scores(
         known.get(name), rerun=args.options or OPTIONS, seeds=args.seeds, where=f"{name} in "
         f"{args.options_json}", max_depth=args.max_depth, num_splits=len(_splits(args, name)),
-        said=said,
+        said=said, strict=not args.overwrite,
     )  # fmt: skip
 
 

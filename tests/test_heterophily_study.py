@@ -314,8 +314,22 @@ def test_scores_made_with_other_seeds_are_not_candidates(tmp_path):
         lambda e: e["scores"]["ego"]["val"].update(per_split=None),
         lambda e: e["scores"].update(ego=0.99),
         lambda e: e["scores"]["ego"].update(val=None),
+        lambda e: e["scores"]["ego"]["val"].update(mean=5.0, per_split=[5.0]),
+        lambda e: e["scores"]["ego"]["val"].update(mean=0.99),  # its one split says 0.9
+        lambda e: e.update(scores="x"),
     ],
-    ids=["nan", "bool", "str", "no mean", "per_split None", "a number", "val None"],
+    ids=[
+        "nan",
+        "bool",
+        "str",
+        "no mean",
+        "per_split None",
+        "a number",
+        "val None",
+        "above 1",
+        "not its splits' mean",
+        "scores not a dict",
+    ],  # fmt: skip
 )
 def test_a_kept_score_that_is_not_a_score_is_one_error_before_training(tmp_path, edit):
     """Before: a NaN or True mean won the choice (and NaN was written, which no JSON reader
@@ -328,8 +342,22 @@ def test_a_kept_score_that_is_not_a_score_is_one_error_before_training(tmp_path,
     done = _study(tmp_path, "options", "--options", "ego+res")
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "texas" in last and "ego" in last and "score" in last, last
+    assert "texas" in last and "not" in last and "validation score" in last, last
     assert path.read_bytes() == before and not (tmp_path / "runs").exists()
+
+
+def test_overwrite_drops_a_kept_score_that_is_not_a_score_and_says_so(tmp_path):
+    """The error above says --overwrite replaces the entry: it does, with a warning."""
+    path = _earlier_options(tmp_path, "ego", 0.9)
+    entry = json.loads(path.read_text())
+    entry["texas"]["scores"]["ego"]["val"]["mean"] = float("nan")
+    entry["texas"]["scores"]["plain"] = entry["texas"]["scores"]["ego"]
+    path.write_text(json.dumps(entry))
+    done = _study(tmp_path, "options", "--options", "ego+res", "ego", "--overwrite")
+    assert done.returncode == 0, done.stderr
+    assert "plain" in done.stderr and "not a candidate" in done.stderr
+    written = json.loads(path.read_text())["texas"]
+    assert set(written["scores"]) == {"ego", "ego+res"}
 
 
 def test_a_score_of_another_definition_is_not_kept_and_is_said(tmp_path):

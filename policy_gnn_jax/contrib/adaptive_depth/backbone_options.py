@@ -25,16 +25,30 @@ OPTIONS = {
 
 
 def kept_scores(
-    entry, *, rerun, seeds: int, max_depth: int, num_splits: int, where: str, said=None
+    entry,
+    *,
+    rerun,
+    seeds: int,
+    max_depth: int,
+    num_splits: int,
+    where: str,
+    said=None,
+    strict: bool = True,
 ) -> dict:
     """The validation scores an options file's `entry` for one dataset holds that this run does
     not make again (`rerun`) and that were made as it makes its own: the same seeds, depths
     0..max_depth, number of splits and fields of the combination. A new combination is chosen
-    against them without training them again. A kept one that is not a score is a `ConfigError`.
+    against them without training them again. One that is not a score is a `ConfigError` if
+    `strict` (without --overwrite), else not kept.
     `where`: "texas in options.json", for messages; `said`: a list to which each reason a score
     is not kept is added (as a "warning:" line)."""
     say = functools.partial(_say, where, [] if said is None else said)
-    if not isinstance(entry, dict) or not isinstance(entry.get("scores"), dict):
+    if not isinstance(entry, dict) or "scores" not in entry:
+        return {}
+    if not isinstance(entry["scores"], dict):
+        if strict:
+            raise ConfigError(f"{where}: its scores are not a dict of validation scores; {FIX}")
+        say(["every combination"], "is not in a dict of validation scores")
         return {}
     scores = {o: s for o, s in entry["scores"].items() if o not in rerun}
     made = {"seeds": seeds, "max_depth": max_depth, "num_splits": num_splits}
@@ -49,7 +63,9 @@ def kept_scores(
     for option, score in scores.items():
         if option not in OPTIONS:
             say([option], "names a combination this version does not have")
-        elif len(_checked(score, option, where)["val"]["per_split"]) != num_splits:
+        elif not _is_score(score, option, where, strict):
+            say([option], "is not a validation score")
+        elif len(score["val"]["per_split"]) != num_splits:
             say([option], f"was not made over {num_splits} splits")
         elif score.get("options", OPTIONS[option]) != OPTIONS[option]:
             say([option], f"was made with {score['options']}, not {OPTIONS[option]}")
@@ -58,22 +74,27 @@ def kept_scores(
     return kept
 
 
-def _checked(score, option: str, where: str) -> dict:
-    """`score` if it is a validation score (a finite mean, finite per-split values)."""
+# How a file with a score that is not one can be used again.
+FIX = "fix or remove it in the file, or pass --overwrite to replace the entry without it."
+
+
+def _is_score(score, option: str, where: str, strict: bool) -> bool:
+    """Whether `score` is a validation score: a mean in [0, 1] that is the mean of its per-split
+    values. Where not, a `ConfigError` if `strict`, else False."""
     val = score.get("val") if isinstance(score, dict) else None
     mean = val.get("mean") if isinstance(val, dict) else None
     per_split = val.get("per_split") if isinstance(val, dict) else None
-    if not (_finite(mean) and isinstance(per_split, list) and all(map(_finite, per_split))):
-        raise ConfigError(
-            f"{where}: the score of {option} is not a validation score (a finite mean and "
-            f"per-split values); fix or remove it, or run `options` without it (--overwrite "
-            f"replaces the entry)."
-        )
-    return score
+    ok = _in_unit(mean) and isinstance(per_split, list) and all(map(_in_unit, per_split))
+    if ok and per_split and not math.isclose(mean, sum(per_split) / len(per_split), abs_tol=1e-9):
+        ok = False  # a hand-edited mean: not what its splits say
+    if not ok and strict:
+        raise ConfigError(f"{where}: the score of {option} is not a validation score (a mean in "
+                          f"[0, 1] of its per-split values); {FIX}")  # fmt: skip
+    return ok
 
 
-def _finite(x) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+def _in_unit(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= 1.0
 
 
 def _say(where: str, said: list, options, why: str) -> None:
