@@ -51,13 +51,11 @@ def kept_scores(
         say(["every combination"], "is not in a dict of validation scores")
         return {}
     scores = {o: s for o, s in entry["scores"].items() if o not in rerun}
-    made = {"seeds": seeds, "max_depth": max_depth, "num_splits": num_splits}
     # Entries written before `num_splits` was recorded say it by each score's per-split list.
-    recorded = {k: entry.get(k, v) if k == "num_splits" else entry.get(k) for k, v in made.items()}
-    differ = {k: recorded[k] for k, v in made.items() if recorded[k] != v}
-    if differ and scores:
-        say(scores, "were made with " + ", ".join(f"{k} {v}" for k, v in differ.items()))
+    differ = _made_otherwise(entry, seeds, max_depth, num_splits, may_lack=("num_splits",))
     if differ:
+        if scores:
+            say(scores, f"were made with {differ}")
         return {}
     kept = {}
     for option, score in scores.items():
@@ -131,6 +129,16 @@ def chosen_otherwise(entry: dict | None, seeds: int, max_depth: int, num_splits:
     range, seed count or number of splits), as "max_depth 1, seeds 5"; "" where not."""
     if not entry:
         return ""
+    return _made_otherwise(entry, seeds, max_depth, num_splits, may_lack=_SETTINGS)
+
+
+_SETTINGS = ("max_depth", "seeds", "num_splits")
+
+
+def _made_otherwise(entry: dict, seeds, max_depth, num_splits, may_lack=()) -> str:
+    """The settings `entry` records that differ from these, as "max_depth 1, seeds 5" ("" where
+    none); a setting it lacks (or records as null) differs unless named in `may_lack`."""
     used = {"max_depth": max_depth, "seeds": seeds, "num_splits": num_splits}
-    differ = {k: entry.get(k) for k, v in used.items() if entry.get(k) not in (None, v)}
-    return ", ".join(f"{k} {v}" for k, v in differ.items())
+    recorded = {k: v if k in may_lack and entry.get(k) is None else entry.get(k)
+                for k, v in used.items()}  # fmt: skip
+    return ", ".join(f"{k} {recorded[k]}" for k in _SETTINGS if recorded[k] != used[k])
