@@ -141,9 +141,10 @@ def study(args) -> None:
             for key, row in _split_rows(ds, cfg, fixed[k], args, folders[k], points).items():
                 rows.setdefault(key, []).append(row)
             print(f"{name} split {k}: done", flush=True)
+        over = {key: heterophily_table.over_splits(v) for key, v in rows.items()}
         summary[name] = {"backbone_options": option, "metric": ds.metric, "seeds": args.seeds,
                          "max_depth": args.max_depth, "episodes": args.episodes,
-                         "rows": {key: _over_splits(v) for key, v in rows.items()}}  # fmt: skip
+                         "rows": over}  # fmt: skip
         depth_points[name] = np.concatenate(points) if points else np.zeros((0, 3))
     write_results(args, summary, depth_points)
 
@@ -153,13 +154,24 @@ def write_results(args, summary: dict, depth_points: dict) -> None:
     figure, which show every dataset the files hold, are written under the same lock."""
     results = pathlib.Path(args.results_json)
 
+    def entries(merged: dict) -> dict:  # under the file's lock: rows of skipped policies kept
+        known, said = merged.get("datasets", {}), []
+        made = {name: heterophily_table.keep_skipped_rows(known.get(name), new, args.skip,
+                                                          POLICIES, name, results, said)
+                for name, new in summary.items()}  # fmt: skip
+        if said:
+            print("\n".join(said), file=sys.stderr)
+        return made
+
     def side_files(merged: dict) -> None:
         heterophily_table.write(results.with_suffix(".md"), merged["datasets"], POLICIES)
         figure = pathlib.Path(args.figure)
-        figures.depths_by_structure(heterophily_table.merge_points(results, depth_points), figure,
+        drawn = {n: p for n, p in depth_points.items()  # a kept Policy-GNN row keeps its points
+                 if len(p) or "policy-gnn" not in merged["datasets"][n]["rows"]}  # fmt: skip
+        figures.depths_by_structure(heterophily_table.merge_points(results, drawn), figure,
                                     heterophily_table.figure_mark(results, figure))  # fmt: skip
 
-    _merge_json(results, summary, args.overwrite, extra={"datasets": summary}, then=side_files)
+    _merge_json(results, entries, args.overwrite, extra={"datasets": summary}, then=side_files)
 
 
 def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> None:
@@ -225,18 +237,6 @@ def _split_rows(ds, cfg, fixed, args, folder, points) -> dict:
                                     np.repeat(signals[test][None], len(depths), 0).ravel(),
                                     depths.ravel()], 1))  # fmt: skip
     return rows
-
-
-def _over_splits(per_split: list[dict]) -> dict:
-    """Each split's mean over seeds, then mean ± std over splits (the literature's protocol)."""
-    row = {}
-    for part in ("val", "test"):
-        values = [np.mean(r[part]) for r in per_split if r[part] is not None]
-        if values:
-            row[part] = records.mean_std(values, per="per_split")
-    if "depth" in per_split[0]:
-        row["depth_per_split"] = [r["depth"] for r in per_split]
-    return row
 
 
 def _load_splits(args, name) -> dict:

@@ -5,6 +5,7 @@ second run reuses the cached runs."""
 import dataclasses
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -87,6 +88,40 @@ def test_a_study_of_other_datasets_keeps_the_earlier_ones_in_the_table(studied):
     assert (saved["texas"]["seeds"], saved["cornell"]["seeds"]) == (1, 2)
     with np.load(studied / "results.depths.npz") as points:
         assert "texas" in points.files  # the figure still draws texas's policy depths
+
+
+def test_a_skipped_policy_keeps_its_row_made_with_the_same_settings(studied, tmp_path):
+    """Before: a study that skipped a policy dropped its row from the dataset's entry, so adding
+    one policy to a finished dataset meant training the others again, or --overwrite and losing
+    their rows (and Policy-GNN's depths in the figure)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(studied, copy)
+    before = json.loads((copy / "results.json").read_text())["datasets"]["texas"]
+    with np.load(copy / "results.depths.npz") as z:
+        points = z["texas"]
+    for run in copy.glob("runs/texas/*/split-0/policy-gnn-s1-e2"):
+        shutil.rmtree(run)  # a kept row is read from the results file, not trained again
+    done = _study(copy, "study", "--skip", "policy-gnn", "random")
+    assert done.returncode == 0, done.stderr
+    assert "texas: policy-gnn and random kept from" in done.stderr
+    after = json.loads((copy / "results.json").read_text())["datasets"]["texas"]
+    assert after == before
+    assert list(after["rows"])[-3:] == ["policy-gnn", "random", "policy-gnn-plus"]
+    with np.load(copy / "results.depths.npz") as z:
+        np.testing.assert_array_equal(z["texas"], points)  # the figure still draws them
+    assert not list(copy.glob("runs/texas/*/split-0/policy-gnn-s1-e2"))
+
+
+def test_a_skipped_policys_row_made_otherwise_is_not_kept_and_is_said(studied, tmp_path):
+    """Rows made with other episodes would be mislabelled by this entry's settings: not kept,
+    said, and the entry that would drop them is refused as before."""
+    copy = tmp_path / "copy"
+    shutil.copytree(studied, copy)
+    done = _study(copy, "study", "--skip", "policy-gnn", "random", "--episodes", "3")
+    assert done.returncode == 2
+    assert "texas's policy-gnn and random rows in" in done.stderr
+    assert "were made with episodes 2, not 3: not kept" in done.stderr
+    assert "already holds texas" in done.stderr
 
 
 def test_options_chosen_at_another_depth_range_are_said(studied):
@@ -250,137 +285,3 @@ def test_an_entry_that_adds_rows_keeps_the_rows_it_had(tmp_path):
         with pytest.raises(pg.CheckpointError, match="already holds cornell"):
             records.check_replaced_entries(old, {"cornell": {"episodes": 1000, "rows": rows}},
                                            path, overwrite=False)  # fmt: skip
-
-
-def _earlier_options(tmp_path, chosen: str, score: float, seeds: int = 1) -> pathlib.Path:
-    """An options file that scored one combination on texas (one split, depths 0..1)."""
-    val = {"mean": score, "std": 0.0, "per_split": [score]}
-    entry = {
-        "chosen_by_val": chosen,
-        "options": {"ego_head": True, "layer_norm": False},
-        "scores": {chosen: {"val": val}},
-        "seeds": seeds,
-        "max_depth": 1,
-        "num_splits": 1,
-    }
-    path = tmp_path / "options.json"
-    path.write_text(json.dumps({"texas": entry}))
-    return path
-
-
-def test_options_scores_a_new_combination_beside_the_ones_scored_before(tmp_path):
-    """Before: `options --options ego+res` needed every other combination trained again (and
-    one alone was refused); now the combinations the file scored with the same seeds, depths
-    and splits stay, and the choice is made over all of them."""
-    _need("texas.npz")
-    path = _earlier_options(tmp_path, "ego", 1.0)  # no run scores above it
-    done = _study(tmp_path, "options", "--options", "ego+res")
-    assert done.returncode == 0, done.stderr
-    entry = json.loads(path.read_text())["texas"]
-    assert set(entry["scores"]) == {"ego", "ego+res"}
-    assert entry["scores"]["ego"]["val"]["mean"] == 1.0
-    assert 0 < entry["scores"]["ego+res"]["val"]["mean"] < 1.0
-    assert entry["chosen_by_val"] == "ego" and entry["options"]["ego_head"] is True
-
-
-def test_a_new_combination_that_wins_changes_the_choice_only_when_asked(tmp_path):
-    path = _earlier_options(tmp_path, "ego", 0.0)  # every run scores above it
-    before = path.read_bytes()
-    done = _study(tmp_path, "options", "--options", "ego+res")
-    assert done.returncode == 2 and "--overwrite" in done.stderr.strip().splitlines()[-1]
-    assert path.read_bytes() == before
-    done = _study(tmp_path, "options", "--options", "ego+res", "--overwrite")
-    assert done.returncode == 0, done.stderr
-    entry = json.loads(path.read_text())["texas"]
-    assert entry["chosen_by_val"] == "ego+res" and set(entry["scores"]) == {"ego", "ego+res"}
-    assert entry["options"] == {"ego_head": True, "layer_norm": False, "teleport": 0.5}
-
-
-def test_scores_made_with_other_seeds_are_not_candidates(tmp_path):
-    _earlier_options(tmp_path, "ego", 1.0, seeds=3)
-    done = _study(tmp_path, "options", "--options", "ego+res")
-    assert done.returncode == 2
-    assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
-    assert not (tmp_path / "runs").exists()
-
-
-@pytest.mark.parametrize(
-    "edit",
-    [
-        lambda e: e["scores"]["ego"]["val"].update(mean=float("nan")),
-        lambda e: e["scores"]["ego"]["val"].update(mean=True),
-        lambda e: e["scores"]["ego"]["val"].update(mean="0.99"),
-        lambda e: e["scores"]["ego"]["val"].pop("mean"),
-        lambda e: e["scores"]["ego"]["val"].update(per_split=None),
-        lambda e: e["scores"].update(ego=0.99),
-        lambda e: e["scores"]["ego"].update(val=None),
-        lambda e: e["scores"]["ego"]["val"].update(mean=5.0, per_split=[5.0]),
-        lambda e: e["scores"]["ego"]["val"].update(mean=0.99),  # its one split says 0.9
-        lambda e: e.update(scores="x"),
-    ],
-    ids=[
-        "nan",
-        "bool",
-        "str",
-        "no mean",
-        "per_split None",
-        "a number",
-        "val None",
-        "above 1",
-        "not its splits' mean",
-        "scores not a dict",
-    ],  # fmt: skip
-)
-def test_a_kept_score_that_is_not_a_score_is_one_error_before_training(tmp_path, edit):
-    """Before: a NaN or True mean won the choice (and NaN was written, which no JSON reader
-    takes); other types ended in a traceback, some after the training."""
-    path = _earlier_options(tmp_path, "ego", 0.9)
-    entry = json.loads(path.read_text())
-    edit(entry["texas"])
-    path.write_text(json.dumps(entry))  # NaN as JSON's NaN: what a hand edit or an old file has
-    before = path.read_bytes()
-    done = _study(tmp_path, "options", "--options", "ego+res")
-    last = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "texas" in last and "not" in last and "validation score" in last, last
-    assert path.read_bytes() == before and not (tmp_path / "runs").exists()
-
-
-def test_overwrite_drops_a_kept_score_that_is_not_a_score_and_says_so(tmp_path):
-    """The error above says --overwrite replaces the entry: it does, with a warning."""
-    path = _earlier_options(tmp_path, "ego", 0.9)
-    entry = json.loads(path.read_text())
-    entry["texas"]["scores"]["ego"]["val"]["mean"] = float("nan")
-    entry["texas"]["scores"]["plain"] = entry["texas"]["scores"]["ego"]
-    path.write_text(json.dumps(entry))
-    done = _study(tmp_path, "options", "--options", "ego+res", "ego", "--overwrite")
-    assert done.returncode == 0, done.stderr
-    assert "plain" in done.stderr and "not a candidate" in done.stderr
-    written = json.loads(path.read_text())["texas"]
-    assert set(written["scores"]) == {"ego", "ego+res"}
-
-
-def test_a_score_of_another_definition_is_not_kept_and_is_said(tmp_path):
-    """A combination's score is kept only where the file's record of its fields is this
-    version's: one made with other fields would compete under a name it no longer means."""
-    path = _earlier_options(tmp_path, "ego", 1.0)
-    entry = json.loads(path.read_text())
-    entry["texas"]["scores"]["ego"]["options"] = {"ego_head": True, "layer_norm": True}
-    path.write_text(json.dumps(entry))
-    done = _study(tmp_path, "options", "--options", "ego+res")
-    assert done.returncode == 2
-    assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
-    assert "ego" in done.stderr and "not a candidate" in done.stderr
-
-
-def test_the_study_refuses_options_whose_fields_are_not_the_chosen_ones(tmp_path):
-    """Before: a file whose `options` said layer norm and teleport 0.5 beside `chosen_by_val:
-    ego` ran ego without a word."""
-    path = _earlier_options(tmp_path, "ego", 0.9)
-    entry = json.loads(path.read_text())
-    entry["texas"]["options"] = {"ego_head": False, "layer_norm": True, "teleport": 0.5}
-    path.write_text(json.dumps(entry))
-    done = _study(tmp_path, "study", *NO_POLICIES)
-    last = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 2 and "texas" in last and "ego" in last, done.stderr
-    assert not (tmp_path / "runs").exists()

@@ -74,6 +74,50 @@ def write(path: pathlib.Path, summary: dict, policies: tuple) -> None:
     checkpoint.atomic_write_text(path, "\n".join(lines) + "\n")
 
 
+def over_splits(per_split: list[dict]) -> dict:
+    """Each split's mean over seeds, then mean ± std over splits (the literature's protocol)."""
+    row = {}
+    for part in ("val", "test"):
+        values = [np.mean(r[part]) for r in per_split if r[part] is not None]
+        if values:
+            row[part] = records.mean_std(values, per="per_split")
+    if "depth" in per_split[0]:
+        row["depth_per_split"] = [r["depth"] for r in per_split]
+    return row
+
+
+# What a policy's row depends on besides its own training: an entry's rows made with other
+# settings would be mislabelled by this run's.
+ROW_SETTINGS = ("backbone_options", "metric", "seeds", "max_depth", "episodes")
+
+
+def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str, path,
+                      said: list) -> dict:  # fmt: skip
+    """`new` (this run's entry for a dataset) with the rows of the policies it skipped taken
+    from `old` (the file's entry for it) when `old` made them with the same settings on as many
+    splits: adding one policy to a finished dataset does not train the others again. A line in
+    `said` says which were kept; rows made otherwise are not kept, and the line says why (the
+    entry that would drop them is then refused unless --overwrite, as any other)."""
+    rows = (old or {}).get("rows", {})
+    found = [p for p in policies if p in skipped and p in rows]
+    if not found:
+        return new
+    splits = len(next(iter(new["rows"].values()))["test"]["per_split"])
+    differ = [f"{k} {old.get(k)}, not {new.get(k)}" for k in ROW_SETTINGS
+              if old.get(k) != new.get(k)]  # fmt: skip
+    differ += [f"{n} splits, not {splits}" for n in {len(rows[p]["test"]["per_split"])
+                                                    for p in found} if n != splits]  # fmt: skip
+    if differ:
+        said.append(f"warning: {name}'s {' and '.join(found)} rows in {path} were made with "
+                    f"{' and '.join(differ)}: not kept.")  # fmt: skip
+        return new
+    said.append(f"{name}: {' and '.join(found)} kept from {path} (skipped; made with the same "
+                f"settings).")  # fmt: skip
+    merged = {**new["rows"], **{p: rows[p] for p in found}}
+    order = [k for k in merged if k not in policies] + [p for p in policies if p in merged]
+    return {**new, "rows": {k: merged[k] for k in order}}
+
+
 def check_files(options: pathlib.Path, results: pathlib.Path, choices,
                 figure: pathlib.Path | None = None) -> None:  # fmt: skip
     """The files the study merges into and writes beside its results, checked before the
