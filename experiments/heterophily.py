@@ -141,10 +141,9 @@ def study(args) -> None:
             for key, row in _split_rows(ds, cfg, fixed[k], args, folders[k], points).items():
                 rows.setdefault(key, []).append(row)
             print(f"{name} split {k}: done", flush=True)
-        over = {key: heterophily_table.over_splits(v) for key, v in rows.items()}
-        summary[name] = {"backbone_options": option, "metric": ds.metric, "seeds": args.seeds,
-                         "max_depth": args.max_depth, "episodes": args.episodes,
-                         "rows": over}  # fmt: skip
+        summary[name] = heterophily_table.dataset_entry(
+            option, ds.metric, args.seeds, args.max_depth, args.episodes, rows
+        )
         depth_points[name] = np.concatenate(points) if points else np.zeros((0, 3))
     write_results(args, summary, depth_points)
 

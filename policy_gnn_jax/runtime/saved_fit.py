@@ -389,7 +389,7 @@ def reusable_record(
     """`saved_record_of` for a command that reuses saved runs: a damaged one is trained again
     (with a warning) under --overwrite, else refused with what to do."""
     try:
-        return saved_record_of(folder, ds, config, method, seeds, seed, seed_mode)
+        record = saved_record_of(folder, ds, config, method, seeds, seed, seed_mode)
     except CheckpointError as err:
         if overwrite:
             print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
@@ -398,3 +398,16 @@ def reusable_record(
             f"{folder} holds a damaged {what} ({err}) Delete {folder}, or pass --overwrite to "
             f"train it again."
         ) from None
+    made, now = (record or {}).get("versions", {}).get("xla_flags"), os.environ.get("XLA_FLAGS")
+    if record is None or made == now:
+        return record
+    if overwrite:
+        return None
+    # The flags change the compiled kernels and so the bits: reused, it would mix two programs'
+    # numbers in one sweep that its command could not reproduce.
+    raise CheckpointError(
+        f"{folder} holds this {what} made under XLA_FLAGS={made!r}, and this process has "
+        f"XLA_FLAGS={now!r}: the flags change the compiled kernels and so the numbers. Run with "
+        f"the flags it was made under, choose another folder, or pass --overwrite to train it "
+        f"again."
+    )

@@ -89,8 +89,9 @@ def read_cache(path, tag: str, expected: dict, overwrite: bool, what: str) -> di
                 if overwrite:
                     return None
                 raise checkpoint.CheckpointError(
-                    f"{path} holds {what} of another configuration or data: nothing was "
-                    f"replaced. Pass --overwrite to train them again, or use another --out."
+                    f"{path} holds {what} of another configuration, data or XLA_FLAGS: "
+                    f"nothing was replaced. Pass --overwrite to train them again, or use another "
+                    f"--out."
                 )
             cached = {k: z[k] for k in expected}
         for key, want in expected.items():

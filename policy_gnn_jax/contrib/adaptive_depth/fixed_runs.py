@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import pathlib
 
 import numpy as np
@@ -84,7 +85,11 @@ def fixed_depths_of_splits(
 
 
 def _fixed_tag(ds, cfg: config_lib.Config, seeds: int) -> str:
-    return json.dumps([dataclasses.asdict(cfg), seeds, ds.fingerprint()], sort_keys=True)
+    made = [dataclasses.asdict(cfg), seeds, ds.fingerprint()]
+    flags = os.environ.get("XLA_FLAGS")
+    if flags:  # they change the compiled kernels, so the bits (caches made without keep theirs)
+        made.append({"xla_flags": flags})
+    return json.dumps(made, sort_keys=True)
 
 
 def _shapes(num_depths: int, seeds: int, ds) -> dict:

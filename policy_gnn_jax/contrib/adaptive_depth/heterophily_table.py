@@ -74,6 +74,15 @@ def write(path: pathlib.Path, summary: dict, policies: tuple) -> None:
     checkpoint.atomic_write_text(path, "\n".join(lines) + "\n")
 
 
+def dataset_entry(option: str, metric: str, seeds: int, max_depth: int, episodes: int,
+                  rows: dict) -> dict:  # fmt: skip
+    """A dataset's entry in the results file: what made its rows (the XLA flags too: they change
+    the bits) and each row (name -> one dict per split) over the splits."""
+    return {"backbone_options": option, "metric": metric, "seeds": seeds, "max_depth": max_depth,
+            "episodes": episodes, "xla_flags": os.environ.get("XLA_FLAGS"),
+            "rows": {key: over_splits(per_split) for key, per_split in rows.items()}}  # fmt: skip
+
+
 def over_splits(per_split: list[dict]) -> dict:
     """Each split's mean over seeds, then mean ± std over splits (the literature's protocol)."""
     row = {}
@@ -88,7 +97,7 @@ def over_splits(per_split: list[dict]) -> dict:
 
 # What a policy's row depends on besides its own training: an entry's rows made with other
 # settings would be mislabelled by this run's.
-ROW_SETTINGS = ("backbone_options", "metric", "seeds", "max_depth", "episodes")
+ROW_SETTINGS = ("backbone_options", "metric", "seeds", "max_depth", "episodes", "xla_flags")
 
 
 def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str, path,
