@@ -188,8 +188,8 @@ def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> N
         todo = [k for k in splits if saved_fit.reusable_record(
             runs[k], datasets[k], prepared, method, args.seeds, 0, "vmap", args.overwrite
         ) is None]  # fmt: skip
-        if len(todo) < 2:
-            continue
+        if len(todo) < 2 or not split_sweep.same_sizes([datasets[k] for k in todo]):
+            continue  # each trained, and saved as it ends, in turn (`fit_or_load`)
         for k in todo:  # refused before training
             outputs.check_no_result(runs[k], args.overwrite, "--overwrite")
         fits = split_sweep.fit_splits([datasets[k] for k in todo], cfg_m, method=method,

@@ -287,3 +287,16 @@ def test_an_entry_that_adds_rows_keeps_the_rows_it_had(tmp_path):
         with pytest.raises(pg.CheckpointError, match="already holds cornell"):
             records.check_replaced_entries(old, {"cornell": {"episodes": 1000, "rows": rows}},
                                            path, overwrite=False)  # fmt: skip
+
+
+def test_splits_of_other_sizes_train_in_turn_and_are_not_said_to_be_one_program(tmp_path):
+    """Before: chameleon-filtered's splits (their sizes differ) were said to train "as one
+    program" while they ran one after another, and none was saved until all had ended."""
+    _need("chameleon_filtered.npz")
+    done = _study(tmp_path, "study", "--datasets", "chameleon-filtered", "--num-splits", "2",
+                  "--skip", "random", "policy-gnn-plus", "--options", "plain")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "as one program" not in done.stdout
+    for k in (0, 1):
+        assert (tmp_path / "runs" / "chameleon-filtered" / "plain" / f"split-{k}" /
+                "policy-gnn-s1-e2" / "fit.json").is_file()  # fmt: skip
