@@ -62,3 +62,21 @@ def test_a_skipped_policys_row_made_under_other_xla_flags_is_not_kept():
     same = heterophily_table.keep_skipped_rows(old, new, ["random"], ("random",), "texas", "r",
                                                [])  # fmt: skip
     assert "random" in same["rows"]
+
+
+def test_flags_that_differ_only_in_spaces_or_are_empty_are_the_same(tmp_path, small_dataset,
+                                                                   monkeypatch):  # fmt: skip
+    """An empty XLA_FLAGS is no flags, and spaces between flags change nothing: neither is a
+    reason to refuse a saved run."""
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    cfg = pg.Config.tiny()
+    pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
+    prepared = methods.get("gcn").prepare(cfg)
+    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    for flags in ("", "  "):
+        monkeypatch.setenv("XLA_FLAGS", flags)
+        assert saved_fit.reusable_record(*args, False) is not None
+    monkeypatch.setenv("XLA_FLAGS", f"  {OTHER_FLAGS} ")
+    pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "g")
+    monkeypatch.setenv("XLA_FLAGS", OTHER_FLAGS)
+    assert saved_fit.reusable_record(tmp_path / "g", *args[1:], False) is not None

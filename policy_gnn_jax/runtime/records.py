@@ -27,8 +27,15 @@ def package_versions() -> dict:
     versions["jax_backend"] = jax.default_backend()
     versions["device"] = jax.devices()[0].device_kind
     # The user's own XLA flags, if any: they can change kernels and so the bits of a GPU run.
-    versions["xla_flags"] = os.environ.get("XLA_FLAGS")
+    versions["xla_flags"] = xla_flags()
     return versions
+
+
+def xla_flags(flags: str | None = None) -> str | None:
+    """The XLA flags `flags` (default: this process's XLA_FLAGS) say, spaces normalised: None
+    for none (unset or blank), so flags that differ only in spacing compare equal."""
+    flags = os.environ.get("XLA_FLAGS", "") if flags is None else flags
+    return " ".join(flags.split()) or None
 
 
 def mean_std(values, per: str = "per_seed") -> dict:

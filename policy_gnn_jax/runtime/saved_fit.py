@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from policy_gnn_jax import data
 from policy_gnn_jax.config import Config, ConfigError
-from policy_gnn_jax.runtime import checkpoint, files, outputs
+from policy_gnn_jax.runtime import checkpoint, files, outputs, records
 from policy_gnn_jax.runtime.checkpoint import CheckpointError
 
 # 2: with the manifest (`files`, `run_fingerprint`), required; 1: fits saved before it.
@@ -398,7 +398,8 @@ def reusable_record(
             f"{folder} holds a damaged {what} ({err}) Delete {folder}, or pass --overwrite to "
             f"train it again."
         ) from None
-    made, now = (record or {}).get("versions", {}).get("xla_flags"), os.environ.get("XLA_FLAGS")
+    made = (record or {}).get("versions", {}).get("xla_flags")
+    made, now = records.xla_flags(made) if isinstance(made, str) else made, records.xla_flags()
     if record is None or made == now:
         return record
     if overwrite:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 import pathlib
 
 import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import split_sweep
-from policy_gnn_jax.runtime import checkpoint, study_files
+from policy_gnn_jax.runtime import checkpoint, records, study_files
 
 
 def fixed_depths(
@@ -86,7 +85,7 @@ def fixed_depths_of_splits(
 
 def _fixed_tag(ds, cfg: config_lib.Config, seeds: int) -> str:
     made = [dataclasses.asdict(cfg), seeds, ds.fingerprint()]
-    flags = os.environ.get("XLA_FLAGS")
+    flags = records.xla_flags()
     if flags:  # they change the compiled kernels, so the bits (caches made without keep theirs)
         made.append({"xla_flags": flags})
     return json.dumps(made, sort_keys=True)

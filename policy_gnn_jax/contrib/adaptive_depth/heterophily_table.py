@@ -79,7 +79,7 @@ def dataset_entry(option: str, metric: str, seeds: int, max_depth: int, episodes
     """A dataset's entry in the results file: what made its rows (the XLA flags too: they change
     the bits) and each row (name -> one dict per split) over the splits."""
     return {"backbone_options": option, "metric": metric, "seeds": seeds, "max_depth": max_depth,
-            "episodes": episodes, "xla_flags": os.environ.get("XLA_FLAGS"),
+            "episodes": episodes, "xla_flags": records.xla_flags(),
             "rows": {key: over_splits(per_split) for key, per_split in rows.items()}}  # fmt: skip
 
 
