@@ -48,7 +48,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     heterophily_shape,
     options_shape,
 )
-from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit, study_files
+from policy_gnn_jax.runtime import checkpoint, outputs, records, reuse, study_files
 
 POLICIES = ("policy-gnn", "random", "policy-gnn-plus")
 EPISODES = 1000  # the paper's budget of MDP episodes
@@ -68,7 +68,7 @@ def fit_or_load(
     one, saved there. Another run's fit in `folder` is refused before training unless
     `overwrite` (--overwrite), never replaced silently."""
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
-    if saved_fit.reusable_record(folder, ds, prepared, method, seeds, 0, "vmap", overwrite):
+    if reuse.reusable_record(folder, ds, prepared, method, seeds, 0, "vmap", overwrite):
         return pg.load(folder)
     outputs.check_no_result(folder, overwrite, "--overwrite")
     fitted = pg.fit(ds, cfg, method=method, seeds=seeds, progress=False)
@@ -154,7 +154,7 @@ def write_results(args, summary: dict, depth_points: dict) -> None:
     results = pathlib.Path(args.results_json)
 
     def entries(merged: dict) -> dict:  # under the file's lock: rows of skipped policies kept
-        known, said = merged.get("datasets", {}), []
+        known, said = heterophily_table.entries_of(merged), []
         made = {name: heterophily_table.keep_skipped_rows(known.get(name), new, args.skip,
                                                           POLICIES, name, results, said)
                 for name, new in summary.items()}  # fmt: skip
@@ -185,7 +185,7 @@ def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> N
         prepared = methods.get(method).prepare(cfg_m)
         runs = {k: folder / f"split-{k}" / f"{method}-s{args.seeds}-e{args.episodes}"
                 for k in splits}  # fmt: skip
-        todo = [k for k in splits if saved_fit.reusable_record(
+        todo = [k for k in splits if reuse.reusable_record(
             runs[k], datasets[k], prepared, method, args.seeds, 0, "vmap", args.overwrite
         ) is None]  # fmt: skip
         if len(todo) < 2 or not split_sweep.same_sizes([datasets[k] for k in todo]):
@@ -270,9 +270,7 @@ def _merge_json(path: pathlib.Path, entries, overwrite: bool, extra: dict | None
             return {**merged, **new}
         # Seeds and depths are each dataset's own: a run over some datasets would mislabel the
         # others (files written before say them once, for all).
-        old = {n: {"seeds": merged.get("seeds"), "max_depth": merged.get("max_depth"), **e}
-               for n, e in old.items()}  # fmt: skip
-        return {"datasets": {**old, **new}}
+        return {"datasets": {**heterophily_table.entries_of(merged), **new}}
 
     if extra is None:
         return study_files.merge(path, OPTIONS_FILE, options_shape(OPTIONS), add)

@@ -123,7 +123,7 @@ def test_a_skipped_policys_row_made_otherwise_is_not_kept_and_is_said(studied, t
     done = _study(copy, "study", "--skip", "policy-gnn", "random", "--episodes", "3")
     assert done.returncode == 2
     assert "texas's policy-gnn and random rows in" in done.stderr
-    assert "were made with episodes 2, not 3: not kept" in done.stderr
+    assert "are not kept: made with episodes 2, not 3" in done.stderr
     assert "already holds texas" in done.stderr
 
 

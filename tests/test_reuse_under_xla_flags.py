@@ -11,7 +11,7 @@ import pytest
 import policy_gnn_jax as pg
 from policy_gnn_jax import methods
 from policy_gnn_jax.contrib.adaptive_depth import fixed_runs, heterophily_table
-from policy_gnn_jax.runtime import saved_fit
+from policy_gnn_jax.runtime import reuse
 
 OTHER_FLAGS = "--xla_cpu_enable_fast_math=false"  # parsed by XLA: a flag a user could set
 
@@ -23,16 +23,16 @@ def test_a_saved_fit_made_under_other_xla_flags_is_refused_unless_overwrite(
     pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
     prepared = methods.get("gcn").prepare(cfg)
     args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
-    assert saved_fit.reusable_record(*args, False) is not None  # the flags it was made under
+    assert reuse.reusable_record(*args, False) is not None  # the flags it was made under
     for flags in (OTHER_FLAGS, None):
         if flags is None:
             monkeypatch.delenv("XLA_FLAGS", raising=False)
         else:
             monkeypatch.setenv("XLA_FLAGS", flags)
         with pytest.raises(pg.CheckpointError, match="XLA_FLAGS") as err:
-            saved_fit.reusable_record(*args, False)
+            reuse.reusable_record(*args, False)
         assert "--overwrite" in str(err.value) and "Traceback" not in str(err.value)
-        assert saved_fit.reusable_record(*args, True) is None  # --overwrite: trained again
+        assert reuse.reusable_record(*args, True) is None  # --overwrite: trained again
 
 
 def test_cached_fixed_depths_made_under_other_xla_flags_are_refused(tmp_path, small_dataset,
@@ -48,7 +48,7 @@ def test_cached_fixed_depths_made_under_other_xla_flags_are_refused(tmp_path, sm
 
 
 def test_a_skipped_policys_row_made_under_other_xla_flags_is_not_kept():
-    row = {"test": {"per_split": [0.5]}}
+    row = {"test": {"mean": 0.5, "std": 0.0, "per_split": [0.5]}}
     settings = {"backbone_options": "ego", "metric": "accuracy", "seeds": 1, "max_depth": 1,
                 "episodes": 2}  # fmt: skip
     old = {**settings, "xla_flags": OTHER_FLAGS, "rows": {"fixed": row, "random": row}}
@@ -75,8 +75,18 @@ def test_flags_that_differ_only_in_spaces_or_are_empty_are_the_same(tmp_path, sm
     args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
     for flags in ("", "  "):
         monkeypatch.setenv("XLA_FLAGS", flags)
-        assert saved_fit.reusable_record(*args, False) is not None
+        assert reuse.reusable_record(*args, False) is not None
     monkeypatch.setenv("XLA_FLAGS", f"  {OTHER_FLAGS} ")
     pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "g")
     monkeypatch.setenv("XLA_FLAGS", OTHER_FLAGS)
-    assert saved_fit.reusable_record(tmp_path / "g", *args[1:], False) is not None
+    assert reuse.reusable_record(tmp_path / "g", *args[1:], False) is not None
+
+
+def test_blank_xla_flags_are_one_error_not_a_fatal_xla_abort(monkeypatch):
+    """Before: XLA_FLAGS=" " passed the check (it strips) and XLA ended the process from C++,
+    reading the blank as a file of flags."""
+    from policy_gnn_jax.cli import process
+
+    monkeypatch.setenv("XLA_FLAGS", "  ")
+    with pytest.raises(pg.ResourceError, match="XLA_FLAGS is blank"):
+        process.check_xla_flags()

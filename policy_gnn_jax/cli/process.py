@@ -191,6 +191,11 @@ def check_xla_flags() -> None:
     process (on the CPU: no accelerator memory is touched), once per value and jaxlib version,
     the answer cached, and refused with one line."""
     flags = os.environ.get("XLA_FLAGS", "").strip()
+    if not flags and os.environ.get("XLA_FLAGS"):  # XLA reads blanks as the name of a file
+        raise runner.ResourceError(
+            "XLA_FLAGS is blank, which XLA cannot start with (it reads it as the name of a file "
+            "of flags): unset XLA_FLAGS, or give it flags."
+        )
     if not flags:
         return
     import jaxlib

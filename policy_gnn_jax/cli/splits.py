@@ -17,7 +17,7 @@ import re
 import time
 
 from policy_gnn_jax import config, data, methods, split_sweep
-from policy_gnn_jax.runtime import checkpoint, outputs, records, saved_fit
+from policy_gnn_jax.runtime import checkpoint, outputs, records, reuse
 
 
 def parse_splits(text: str, available: int) -> list[int]:
@@ -161,7 +161,7 @@ def _reusable(folder: pathlib.Path, ds, prepared, method: str, args, batch) -> d
     """The record of the fit in `folder` if it is this split's run (and was run with the same
     splits, where its bits depend on them). A damaged one is trained again under --overwrite,
     else refused with what to do."""
-    record = saved_fit.reusable_record(
+    record = reuse.reusable_record(
         folder, ds, prepared, method, args.seeds, args.seed, args.seed_mode, args.overwrite, "fit"
     )
     if record is None or record.get("split_batch") == batch:

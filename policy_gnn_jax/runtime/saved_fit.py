@@ -17,7 +17,6 @@ import json
 import os
 import pathlib
 import shutil
-import sys
 import warnings
 import zipfile
 
@@ -26,7 +25,7 @@ import scipy.sparse as sp
 
 from policy_gnn_jax import data
 from policy_gnn_jax.config import Config, ConfigError
-from policy_gnn_jax.runtime import checkpoint, files, outputs, records
+from policy_gnn_jax.runtime import checkpoint, files, outputs
 from policy_gnn_jax.runtime.checkpoint import CheckpointError
 
 # 2: with the manifest (`files`, `run_fingerprint`), required; 1: fits saved before it.
@@ -373,42 +372,3 @@ def saved_record_of(
     if not today and not str(record.get("dataset_summary", "")).endswith(ds.part_sizes()):
         return None
     return record if record.get("seed_mode", "vmap") == seed_mode else None
-
-
-def reusable_record(
-    folder,
-    ds: data.Dataset,
-    config,
-    method: str,
-    seeds: int,
-    seed: int,
-    seed_mode: str,
-    overwrite: bool,
-    what: str = "run",
-) -> dict | None:
-    """`saved_record_of` for a command that reuses saved runs: a damaged one is trained again
-    (with a warning) under --overwrite, else refused with what to do."""
-    try:
-        record = saved_record_of(folder, ds, config, method, seeds, seed, seed_mode)
-    except CheckpointError as err:
-        if overwrite:
-            print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
-            return None
-        raise CheckpointError(
-            f"{folder} holds a damaged {what} ({err}) Delete {folder}, or pass --overwrite to "
-            f"train it again."
-        ) from None
-    made = (record or {}).get("versions", {}).get("xla_flags")
-    made, now = records.xla_flags(made) if isinstance(made, str) else made, records.xla_flags()
-    if record is None or made == now:
-        return record
-    if overwrite:
-        return None
-    # The flags change the compiled kernels and so the bits: reused, it would mix two programs'
-    # numbers in one sweep that its command could not reproduce.
-    raise CheckpointError(
-        f"{folder} holds this {what} made under XLA_FLAGS={made!r}, and this process has "
-        f"XLA_FLAGS={now!r}: the flags change the compiled kernels and so the numbers. Run with "
-        f"the flags it was made under, choose another folder, or pass --overwrite to train it "
-        f"again."
-    )

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from policy_gnn_jax.runtime import checkpoint, files, outputs
+from policy_gnn_jax.runtime import checkpoint, files, outputs, records
 
 
 def check(path, what: str, shape_ok: Callable[[object], bool]) -> dict:
@@ -89,9 +89,9 @@ def read_cache(path, tag: str, expected: dict, overwrite: bool, what: str) -> di
                 if overwrite:
                     return None
                 raise checkpoint.CheckpointError(
-                    f"{path} holds {what} of another configuration, data or XLA_FLAGS: "
-                    f"nothing was replaced. Pass --overwrite to train them again, or use another "
-                    f"--out."
+                    f"{path} holds {what} of another configuration, data or XLA_FLAGS (this "
+                    f"process has XLA_FLAGS={records.xla_flags()!r}): nothing was replaced. Pass "
+                    f"--overwrite to train them again, or use another --out."
                 )
             cached = {k: z[k] for k in expected}
         for key, want in expected.items():

@@ -4,6 +4,7 @@ policies) beside the published results on the same splits."""
 from __future__ import annotations
 
 import io
+import math
 import os
 import pathlib
 
@@ -103,28 +104,60 @@ ROW_SETTINGS = ("backbone_options", "metric", "seeds", "max_depth", "episodes", 
 def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str, path,
                       said: list) -> dict:  # fmt: skip
     """`new` (this run's entry for a dataset) with the rows of the policies it skipped taken
-    from `old` (the file's entry for it) when `old` made them with the same settings on as many
-    splits: adding one policy to a finished dataset does not train the others again. A line in
-    `said` says which were kept; rows made otherwise are not kept, and the line says why (the
-    entry that would drop them is then refused unless --overwrite, as any other)."""
-    rows = (old or {}).get("rows", {})
+    from `old` (the file's entry for it, as `entries_of` reads it) when `old` says it made them
+    with the same settings on as many splits: adding one policy to a finished dataset does not
+    train the others again. A line in `said` says which were kept; rows made otherwise, or
+    whose settings the file does not record, or that are not rows this study writes (a hand
+    edit), are not kept, and the line says why (the entry that would drop them is then refused
+    unless --overwrite, as any other)."""
+    rows = old.get("rows") if isinstance(old, dict) else None
+    if rows is not None and not isinstance(rows, dict) and set(skipped) & set(policies):
+        said.append(f"warning: {name}'s rows in {path} are not a table this study writes: the "
+                    f"skipped policies' rows are not kept.")  # fmt: skip
+    rows = rows if isinstance(rows, dict) else {}
     found = [p for p in policies if p in skipped and p in rows]
     if not found:
         return new
     splits = len(next(iter(new["rows"].values()))["test"]["per_split"])
-    differ = [f"{k} {old.get(k)}, not {new.get(k)}" for k in ROW_SETTINGS
-              if old.get(k) != new.get(k)]  # fmt: skip
-    differ += [f"{n} splits, not {splits}" for n in {len(rows[p]["test"]["per_split"])
-                                                    for p in found} if n != splits]  # fmt: skip
-    if differ:
-        said.append(f"warning: {name}'s {' and '.join(found)} rows in {path} were made with "
-                    f"{' and '.join(differ)}: not kept.")  # fmt: skip
+    why = [f"{k} not recorded" if k not in old else f"made with {k} {old[k]}, not {new.get(k)}"
+           for k in ROW_SETTINGS if k not in old or old[k] != new.get(k)]  # fmt: skip
+    why += [f"{p}'s row is not one this study writes" for p in found if not _is_row(rows[p])]
+    lengths = {len(rows[p]["test"]["per_split"]) for p in found if _is_row(rows[p])}
+    why += [f"made on {n} splits, not {splits}" for n in sorted(lengths) if n != splits]
+    if why:
+        said.append(f"warning: {name}'s {' and '.join(found)} rows in {path} are not kept: "
+                    f"{'; '.join(why)}.")  # fmt: skip
         return new
     said.append(f"{name}: {' and '.join(found)} kept from {path} (skipped; made with the same "
                 f"settings).")  # fmt: skip
     merged = {**new["rows"], **{p: rows[p] for p in found}}
     order = [k for k in merged if k not in policies] + [p for p in policies if p in merged]
     return {**new, "rows": {k: merged[k] for k in order}}
+
+
+def _is_row(row) -> bool:
+    """A policy's row as `over_splits` writes it: "test" (and "val", if there) a finite mean
+    and std of a non-empty list of finite scores."""
+
+    def part(value) -> bool:
+        numbers = [value.get("mean"), value.get("std")] if isinstance(value, dict) else []
+        per_split = value.get("per_split") if isinstance(value, dict) else None
+        if isinstance(per_split, list) and per_split:
+            numbers += per_split
+        return len(numbers) > 2 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            for x in numbers
+        )
+
+    return isinstance(row, dict) and part(row.get("test")) and ("val" not in row
+                                                                or part(row["val"]))  # fmt: skip
+
+
+def entries_of(merged: dict) -> dict:
+    """The datasets' entries a results file holds, each with its seeds and depths (files
+    written before say them once, for all, at the top)."""
+    return {name: {"seeds": merged.get("seeds"), "max_depth": merged.get("max_depth"), **entry}
+            for name, entry in merged.get("datasets", {}).items()}  # fmt: skip
 
 
 def check_files(options: pathlib.Path, results: pathlib.Path, choices,

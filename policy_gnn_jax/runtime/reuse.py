@@ -1,0 +1,50 @@
+"""Which saved run a command that resumes (a `--splits` sweep, the heterophily study) may reuse:
+this run's, undamaged, and made under this process's XLA flags."""
+
+from __future__ import annotations
+
+import sys
+
+from policy_gnn_jax import data
+from policy_gnn_jax.runtime import records, saved_fit
+from policy_gnn_jax.runtime.checkpoint import CheckpointError
+
+
+def reusable_record(
+    folder,
+    ds: data.Dataset,
+    config,
+    method: str,
+    seeds: int,
+    seed: int,
+    seed_mode: str,
+    overwrite: bool,
+    what: str = "run",
+) -> dict | None:
+    """`saved_fit.saved_record_of` for a command that reuses saved runs: a damaged one, or one
+    made under other XLA flags, is trained again (with a warning if damaged) under --overwrite,
+    else refused with what to do."""
+    try:
+        record = saved_fit.saved_record_of(folder, ds, config, method, seeds, seed, seed_mode)
+    except CheckpointError as err:
+        if overwrite:
+            print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
+            return None
+        raise CheckpointError(
+            f"{folder} holds a damaged {what} ({err}) Delete {folder}, or pass --overwrite to "
+            f"train it again."
+        ) from None
+    made = (record or {}).get("versions", {}).get("xla_flags")
+    made, now = records.xla_flags(made) if isinstance(made, str) else made, records.xla_flags()
+    if record is None or made == now:
+        return record
+    if overwrite:
+        return None
+    # The flags change the compiled kernels and so the bits: reused, it would mix two programs'
+    # numbers in one sweep that its command could not reproduce.
+    raise CheckpointError(
+        f"{folder} holds this {what} made under XLA_FLAGS={made!r}, and this process has "
+        f"XLA_FLAGS={now!r}: the flags change the compiled kernels and so the numbers. Run with "
+        f"the flags it was made under, choose another folder, or pass --overwrite to train it "
+        f"again."
+    )

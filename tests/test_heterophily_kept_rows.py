@@ -1,0 +1,71 @@
+"""`heterophily_table.keep_skipped_rows`, the study's `--skip` keeping a policy's row from the
+results file, against what a hand-edited or older file can hold: a row is kept only when the
+file says it was made the same way and it is a row the study writes; anything else is not kept
+and said, never a traceback and never a row relabelled."""
+
+import pytest
+
+from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
+
+SETTINGS = {"backbone_options": "ego", "metric": "accuracy", "seeds": 1, "max_depth": 1,
+            "episodes": 2, "xla_flags": None}  # fmt: skip
+ROW = {"val": {"mean": 0.5, "std": 0.0, "per_split": [0.5]},
+       "test": {"mean": 0.4, "std": 0.0, "per_split": [0.4]}}  # fmt: skip
+NEW = {**SETTINGS, "rows": {"best fixed depth (val)": ROW}}
+POLICIES = ("policy-gnn", "random")
+
+
+def _keep(old):
+    said = []
+    kept = heterophily_table.keep_skipped_rows(old, NEW, ["policy-gnn"], POLICIES, "texas",
+                                               "r.json", said)  # fmt: skip
+    return kept, said
+
+
+def test_a_row_made_the_same_way_is_kept():
+    kept, said = _keep({**SETTINGS, "rows": {"policy-gnn": ROW}})
+    assert kept["rows"]["policy-gnn"] == ROW and "kept from r.json" in said[0]
+
+
+def test_an_entry_that_does_not_record_its_xla_flags_is_not_taken_as_made_without():
+    """Before: a missing "xla_flags" read as None, so rows made under flags (an entry written
+    before the flags were recorded) were kept and relabelled as made without any."""
+    old = {k: v for k, v in SETTINGS.items() if k != "xla_flags"}
+    kept, said = _keep({**old, "rows": {"policy-gnn": ROW}})
+    assert "policy-gnn" not in kept["rows"]
+    assert "xla_flags not recorded" in said[0] and "not kept" in said[0]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        {"policy-gnn": {"val": ROW["val"], "test": {"mean": 0.4, "std": 0.0}}},
+        {"policy-gnn": {"test": 0.7}},
+        "policy-gnn",
+        {"policy-gnn": {"test": {"mean": 0.4, "std": 0.0, "per_split": 5}}},
+        {"policy-gnn": None},
+        {"policy-gnn": {"test": {"per_split": ["x"]}}},
+        {"policy-gnn": {"test": {"mean": True, "std": 0.0, "per_split": [0.4]}}},
+        {"policy-gnn": {"test": {"mean": float("nan"), "std": 0.0, "per_split": [0.4]}}},
+    ],
+)
+def test_a_row_that_is_not_one_the_study_writes_is_not_kept_and_is_said(rows):
+    """Before: each raised from deep inside (KeyError, TypeError) after the policies had
+    trained, or was kept and broke the table."""
+    kept, said = _keep({**SETTINGS, "rows": rows})
+    assert "policy-gnn" not in kept["rows"]
+    assert len(said) == 1 and "not kept" in said[0]
+
+
+def test_a_file_written_before_seeds_and_depths_were_per_dataset_keeps_its_rows():
+    """Before: the entry was read without the file's top-level "seeds" and "max_depth", so its
+    rows were said to be made with "seeds None" and dropped."""
+    entry = {k: v for k, v in SETTINGS.items() if k not in ("seeds", "max_depth")}
+    merged = {
+        "seeds": 1,
+        "max_depth": 1,
+        "datasets": {"texas": {**entry, "rows": {"policy-gnn": ROW}}},
+    }
+    known = heterophily_table.entries_of(merged)
+    kept, said = _keep(known["texas"])
+    assert kept["rows"]["policy-gnn"] == ROW, said
