@@ -57,7 +57,7 @@ def run(args) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="texas")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--method", default="gcn", choices=pg.methods.names())
