@@ -8,7 +8,7 @@ import pytest
 from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
 
 SETTINGS = {"backbone_options": "ego", "metric": "accuracy", "seeds": 1, "max_depth": 1,
-            "episodes": 2, "xla_flags": None}  # fmt: skip
+            "episodes": 2, "xla_flags": None, "backend": "cpu"}  # fmt: skip
 ROW = {"val": {"mean": 0.5, "std": 0.0, "per_split": [0.5]},
        "test": {"mean": 0.4, "std": 0.0, "per_split": [0.4]}}  # fmt: skip
 NEW = {**SETTINGS, "rows": {"best fixed depth (val)": ROW}}
@@ -69,3 +69,47 @@ def test_a_file_written_before_seeds_and_depths_were_per_dataset_keeps_its_rows(
     known = heterophily_table.entries_of(merged)
     kept, said = _keep(known["texas"])
     assert kept["rows"]["policy-gnn"] == ROW, said
+
+
+def test_a_results_file_whose_entry_has_no_rows_or_metric_is_refused_before_training(tmp_path):
+    """Before: the file passed the check (every entry a dict), the study trained, rewrote the
+    JSON, and broke on the table (KeyError: 'rows'), leaving the table out of step."""
+    from policy_gnn_jax.contrib.study_shapes import heterophily_shape
+
+    good = {"datasets": {"texas": {**SETTINGS, "rows": {"policy-gnn": ROW}}}}
+    assert heterophily_shape(good)
+    for bad in ({"note": "hand"}, {**SETTINGS, "rows": None}, {"rows": {"policy-gnn": ROW}},
+                {**SETTINGS, "rows": {"policy-gnn": "x"}}):  # fmt: skip
+        assert not heterophily_shape({"datasets": {**good["datasets"], "cornell": bad}})
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"test": {"mean": 0.99, "std": 0.0, "per_split": [0.1]}},
+        {
+            "val": {"mean": 0.5, "std": 0.0, "per_split": [0.5] * 5},
+            "test": {"mean": 0.4, "std": 0.0, "per_split": [0.4]},
+        },
+    ],
+)
+def test_a_row_whose_mean_is_not_its_splits_or_whose_parts_differ_in_length_is_not_kept(row):
+    kept, said = _keep({**SETTINGS, "rows": {"policy-gnn": row}})
+    assert "policy-gnn" not in kept["rows"] and "not kept" in said[0]
+
+
+def test_a_setting_the_entry_lacks_is_said_as_not_recorded_not_as_none():
+    old = {k: v for k, v in SETTINGS.items() if k != "seeds"}
+    merged = {"datasets": {"texas": {**old, "rows": {"policy-gnn": ROW}}}}
+    kept, said = _keep(heterophily_table.entries_of(merged)["texas"])
+    assert "seeds not recorded" in said[0] and "None" not in said[0]
+
+
+def test_rows_null_is_said():
+    kept, said = _keep({**SETTINGS, "rows": None})
+    assert said and "not kept" in said[0]
+
+
+def test_an_entry_made_on_another_backend_does_not_keep_its_rows():
+    kept, said = _keep({**SETTINGS, "backend": "gpu", "rows": {"policy-gnn": ROW}})
+    assert "policy-gnn" not in kept["rows"] and "backend gpu, not cpu" in said[0]

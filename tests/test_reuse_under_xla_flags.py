@@ -50,7 +50,7 @@ def test_cached_fixed_depths_made_under_other_xla_flags_are_refused(tmp_path, sm
 def test_a_skipped_policys_row_made_under_other_xla_flags_is_not_kept():
     row = {"test": {"mean": 0.5, "std": 0.0, "per_split": [0.5]}}
     settings = {"backbone_options": "ego", "metric": "accuracy", "seeds": 1, "max_depth": 1,
-                "episodes": 2}  # fmt: skip
+                "episodes": 2, "backend": "cpu"}  # fmt: skip
     old = {**settings, "xla_flags": OTHER_FLAGS, "rows": {"fixed": row, "random": row}}
     new = {**settings, "xla_flags": os.environ.get("XLA_FLAGS"), "rows": {"fixed": row}}
     said = []
@@ -90,3 +90,48 @@ def test_blank_xla_flags_are_one_error_not_a_fatal_xla_abort(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "  ")
     with pytest.raises(pg.ResourceError, match="XLA_FLAGS is blank"):
         process.check_xla_flags()
+
+
+def test_a_saved_fit_that_does_not_record_its_flags_is_not_taken_as_made_without(
+    tmp_path, small_dataset, monkeypatch
+):
+    """Before: a record without `versions.xla_flags` counted as made without flags: reused
+    unasked, and refused under flags as "made under XLA_FLAGS=None"."""
+    import hashlib
+    import json
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    cfg = pg.Config.tiny()
+    pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
+    results = tmp_path / "f" / "results.json"
+    record = json.loads(results.read_text())
+    del record["versions"]["xla_flags"]  # as a run saved before the flags were recorded
+    results.write_text(json.dumps(record))
+    manifest = json.loads((tmp_path / "f" / "fit.json").read_text())
+    manifest["files"]["results.json"] = hashlib.sha256(results.read_bytes()).hexdigest()
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(manifest))
+    prepared = methods.get("gcn").prepare(cfg)
+    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    with pytest.raises(pg.CheckpointError, match="does not record its XLA_FLAGS"):
+        reuse.reusable_record(*args, False)
+    assert reuse.reusable_record(*args, True) is None
+
+
+def test_cached_fixed_depths_that_do_not_record_their_flags_are_refused(tmp_path, small_dataset,
+                                                                       monkeypatch):  # fmt: skip
+    """Before: a cache made before the flags were in its tag had the tag of one made without
+    flags, so one made under flags was reused in a process without any."""
+    import json
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
+    folders = {0: tmp_path / "split-0"}
+    fixed_runs.fixed_depths_of_splits({0: small_dataset}, cfg, 1, folders)
+    path = fixed_runs.cache_path(folders[0], cfg, 1)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    tag = json.loads(str(arrays["tag"]))
+    arrays["tag"] = np.array(json.dumps(tag[:3], sort_keys=True))  # the tag caches had before
+    np.savez_compressed(path, **arrays)
+    with pytest.raises(pg.CheckpointError, match="XLA_FLAGS"):
+        fixed_runs.fixed_depths_of_splits({0: small_dataset}, cfg, 1, folders)

@@ -76,10 +76,21 @@ def ablation_shape(value) -> bool:
 def heterophily_shape(value) -> bool:
     """heterophily.py study: {"datasets": {name: entry}} (files written before also hold
     "seeds" and "max_depth")."""
+    datasets = value.get("datasets", {}) if isinstance(value, dict) else None
     return (
         isinstance(value, dict)
         and set(value) <= {"datasets", "seeds", "max_depth"}
-        and _dict_of_dicts(value.get("datasets", {}))
+        and _dict_of_dicts(datasets)
+        and all(_is_heterophily_entry(e) for e in datasets.values())
+    )
+
+
+def _is_heterophily_entry(entry: dict) -> bool:
+    """What the table is drawn from: the metric, the backbone, and rows of dicts."""
+    return (
+        isinstance(entry.get("metric"), str)
+        and isinstance(entry.get("backbone_options"), str)
+        and _dict_of_dicts(entry.get("rows"))
     )
 
 

@@ -34,17 +34,21 @@ def reusable_record(
             f"{folder} holds a damaged {what} ({err}) Delete {folder}, or pass --overwrite to "
             f"train it again."
         ) from None
-    made = (record or {}).get("versions", {}).get("xla_flags")
+    if record is None:
+        return None
+    versions = record.get("versions")
+    recorded = isinstance(versions, dict) and "xla_flags" in versions
+    made = versions["xla_flags"] if recorded else None
     made, now = records.xla_flags(made) if isinstance(made, str) else made, records.xla_flags()
-    if record is None or made == now:
+    if recorded and made == now:
         return record
     if overwrite:
         return None
     # The flags change the compiled kernels and so the bits: reused, it would mix two programs'
     # numbers in one sweep that its command could not reproduce.
+    how = f"made under XLA_FLAGS={made!r}" if recorded else "that does not record its XLA_FLAGS"
     raise CheckpointError(
-        f"{folder} holds this {what} made under XLA_FLAGS={made!r}, and this process has "
-        f"XLA_FLAGS={now!r}: the flags change the compiled kernels and so the numbers. Run with "
-        f"the flags it was made under, choose another folder, or pass --overwrite to train it "
-        f"again."
+        f"{folder} holds this {what} {how}, and this process has XLA_FLAGS={now!r}: the flags "
+        f"change the compiled kernels and so the numbers. Run with the flags it was made under, "
+        f"choose another folder, or pass --overwrite to train it again."
     )

@@ -84,10 +84,9 @@ def fixed_depths_of_splits(
 
 
 def _fixed_tag(ds, cfg: config_lib.Config, seeds: int) -> str:
-    made = [dataclasses.asdict(cfg), seeds, ds.fingerprint()]
-    flags = records.xla_flags()
-    if flags:  # they change the compiled kernels, so the bits (caches made without keep theirs)
-        made.append({"xla_flags": flags})
+    # The flags change the compiled kernels, so the bits: a cache says them, none included (one
+    # made before they were in the tag is of unknown flags, so not this run's).
+    made = [dataclasses.asdict(cfg), seeds, ds.fingerprint(), {"xla_flags": records.xla_flags()}]
     return json.dumps(made, sort_keys=True)
 
 

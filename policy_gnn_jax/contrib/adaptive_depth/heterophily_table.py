@@ -8,6 +8,7 @@ import math
 import os
 import pathlib
 
+import jax
 import numpy as np
 
 from policy_gnn_jax.config import ConfigError
@@ -78,9 +79,11 @@ def write(path: pathlib.Path, summary: dict, policies: tuple) -> None:
 def dataset_entry(option: str, metric: str, seeds: int, max_depth: int, episodes: int,
                   rows: dict) -> dict:  # fmt: skip
     """A dataset's entry in the results file: what made its rows (the XLA flags too: they change
-    the bits) and each row (name -> one dict per split) over the splits."""
+    the bits, and the backend: a GPU's differ from a CPU's) and each row (name -> one dict per
+    split) over the splits."""
     return {"backbone_options": option, "metric": metric, "seeds": seeds, "max_depth": max_depth,
             "episodes": episodes, "xla_flags": records.xla_flags(),
+            "backend": jax.default_backend(),
             "rows": {key: over_splits(per_split) for key, per_split in rows.items()}}  # fmt: skip
 
 
@@ -98,7 +101,15 @@ def over_splits(per_split: list[dict]) -> dict:
 
 # What a policy's row depends on besides its own training: an entry's rows made with other
 # settings would be mislabelled by this run's.
-ROW_SETTINGS = ("backbone_options", "metric", "seeds", "max_depth", "episodes", "xla_flags")
+ROW_SETTINGS = (
+    "backbone_options",
+    "metric",
+    "seeds",
+    "max_depth",
+    "episodes",
+    "xla_flags",
+    "backend",
+)
 
 
 def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str, path,
@@ -111,7 +122,8 @@ def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str,
     edit), are not kept, and the line says why (the entry that would drop them is then refused
     unless --overwrite, as any other)."""
     rows = old.get("rows") if isinstance(old, dict) else None
-    if rows is not None and not isinstance(rows, dict) and set(skipped) & set(policies):
+    if isinstance(old, dict) and "rows" in old and not isinstance(rows, dict) \
+            and set(skipped) & set(policies):  # fmt: skip
         said.append(f"warning: {name}'s rows in {path} are not a table this study writes: the "
                     f"skipped policies' rows are not kept.")  # fmt: skip
     rows = rows if isinstance(rows, dict) else {}
@@ -119,8 +131,11 @@ def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str,
     if not found:
         return new
     splits = len(next(iter(new["rows"].values()))["test"]["per_split"])
-    why = [f"{k} not recorded" if k not in old else f"made with {k} {old[k]}, not {new.get(k)}"
-           for k in ROW_SETTINGS if k not in old or old[k] != new.get(k)]  # fmt: skip
+    made = dict(old)
+    if isinstance(made.get("xla_flags"), str):  # spacing changes nothing
+        made["xla_flags"] = records.xla_flags(made["xla_flags"])
+    why = [f"{k} not recorded" if k not in made else f"made with {k} {made[k]}, not {new.get(k)}"
+           for k in ROW_SETTINGS if k not in made or made[k] != new.get(k)]  # fmt: skip
     why += [f"{p}'s row is not one this study writes" for p in found if not _is_row(rows[p])]
     lengths = {len(rows[p]["test"]["per_split"]) for p in found if _is_row(rows[p])}
     why += [f"made on {n} splits, not {splits}" for n in sorted(lengths) if n != splits]
@@ -149,15 +164,23 @@ def _is_row(row) -> bool:
             for x in numbers
         )
 
-    return isinstance(row, dict) and part(row.get("test")) and ("val" not in row
-                                                                or part(row["val"]))  # fmt: skip
+    if not (isinstance(row, dict) and part(row.get("test")) and ("val" not in row
+                                                                 or part(row["val"]))):  # fmt: skip
+        return False
+    parts = [row[k] for k in ("val", "test") if k in row]
+    # A hand edit: a mean or std that is not its splits', or parts of different lengths.
+    return len({len(v["per_split"]) for v in parts}) == 1 and all(
+        math.isclose(v["mean"], float(np.mean(v["per_split"])), abs_tol=1e-9)
+        and math.isclose(v["std"], float(np.std(v["per_split"])), abs_tol=1e-9)
+        for v in parts
+    )
 
 
 def entries_of(merged: dict) -> dict:
     """The datasets' entries a results file holds, each with its seeds and depths (files
     written before say them once, for all, at the top)."""
-    return {name: {"seeds": merged.get("seeds"), "max_depth": merged.get("max_depth"), **entry}
-            for name, entry in merged.get("datasets", {}).items()}  # fmt: skip
+    top = {k: merged[k] for k in ("seeds", "max_depth") if k in merged}
+    return {name: {**top, **entry} for name, entry in merged.get("datasets", {}).items()}
 
 
 def check_files(options: pathlib.Path, results: pathlib.Path, choices,
