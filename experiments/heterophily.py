@@ -93,7 +93,8 @@ def choose_options(args) -> None:
             )
             per_split = [f["val"][best_fixed(f)].mean() for f in fixed.values()]
             val = records.mean_std(per_split, per="per_split")
-            made[name][option] = {"val": val, "options": OPTIONS[option]}
+            made[name][option] = {"val": val, "options": OPTIONS[option],  # flags: the bits
+                                  "xla_flags": records.xla_flags()}  # fmt: skip
             print(f"{name} {option}: the best fixed depth's val {val['mean']:.4f} ± "
                   f"{val['std']:.4f} over {len(per_split)} splits", flush=True)  # fmt: skip
 

@@ -3,11 +3,14 @@ the scores made the same way compete without a rerun, a changed choice needs --o
 kept score that is not a score is one error before training."""
 
 import json
+import os
 import pathlib
 
 import pytest
 from test_heterophily import _need
 from test_heterophily_study import NO_POLICIES, _study
+
+FLAGS = " ".join(os.environ.get("XLA_FLAGS", "").split()) or None  # the runs' (conftest's)
 
 
 def _earlier_options(tmp_path, chosen: str, score: float, seeds: int = 1) -> pathlib.Path:
@@ -16,7 +19,7 @@ def _earlier_options(tmp_path, chosen: str, score: float, seeds: int = 1) -> pat
     entry = {
         "chosen_by_val": chosen,
         "options": {"ego_head": True, "layer_norm": False},
-        "scores": {chosen: {"val": val}},
+        "scores": {chosen: {"val": val, "xla_flags": FLAGS}},
         "seeds": seeds,
         "max_depth": 1,
         "num_splits": 1,
@@ -142,3 +145,24 @@ def test_the_study_refuses_options_whose_fields_are_not_the_chosen_ones(tmp_path
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2 and "texas" in last and "ego" in last, done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("flags", ["--xla_cpu_enable_fast_math=false", "unrecorded"])
+def test_a_score_made_under_other_xla_flags_or_not_saying_them_is_not_kept(flags):
+    """Before: the options file's scores kept no flags, so a score made under other XLA flags
+    competed with this run's without a word (the flags change the bits)."""
+    from policy_gnn_jax.contrib.adaptive_depth import backbone_options
+
+    score = {"val": {"mean": 0.8, "std": 0.0, "per_split": [0.8]}, "xla_flags": flags}
+    if flags == "unrecorded":
+        del score["xla_flags"]
+    entry = {"chosen_by_val": "plain", "scores": {"plain": score}, "seeds": 1, "max_depth": 1,
+             "num_splits": 1}  # fmt: skip
+    said = []
+    kept = backbone_options.kept_scores(entry, rerun=["ego"], seeds=1, max_depth=1,
+                                        num_splits=1, where="texas", said=said)  # fmt: skip
+    assert kept == {} and "XLA" in said[0]
+    score["xla_flags"] = FLAGS
+    again = backbone_options.kept_scores(entry, rerun=["ego"], seeds=1, max_depth=1,
+                                         num_splits=1, where="texas")  # fmt: skip
+    assert again == {"plain": score}

@@ -46,6 +46,8 @@ def test_the_options_are_chosen_by_validation(studied):
     scores = {k: v["val"]["mean"] for k, v in chosen["scores"].items()}
     assert set(scores) == {"plain", "ego"}
     assert chosen["chosen_by_val"] == max(scores, key=scores.get)
+    flags = " ".join(os.environ.get("XLA_FLAGS", "").split()) or None  # conftest's, if any
+    assert all(s["xla_flags"] == flags for s in chosen["scores"].values())
 
 
 def test_the_table_holds_every_row_and_the_runs_own_numbers(studied):

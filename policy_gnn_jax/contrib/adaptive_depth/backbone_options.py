@@ -14,6 +14,7 @@ import functools
 import math
 
 from policy_gnn_jax.config import ConfigError
+from policy_gnn_jax.runtime import records
 
 OPTIONS = {
     "plain": dict(ego_head=False, layer_norm=False),
@@ -67,9 +68,20 @@ def kept_scores(
             say([option], f"was not made over {num_splits} splits")
         elif score.get("options", OPTIONS[option]) != OPTIONS[option]:
             say([option], f"was made with {score['options']}, not {OPTIONS[option]}")
+        elif (made := _made_under(score)) != (now := f"XLA_FLAGS={records.xla_flags()!r}"):
+            say([option], f"was made under {made}, not {now}")  # the flags change the bits
         else:
             kept[option] = score
     return kept
+
+
+def _made_under(score: dict) -> str:
+    """The XLA flags a score was made under, as "XLA_FLAGS=..." (normalised), or a phrase
+    where it does not say."""
+    if "xla_flags" not in score:
+        return "XLA flags it does not record"
+    flags = score["xla_flags"]
+    return f"XLA_FLAGS={records.xla_flags(flags) if isinstance(flags, str) else flags!r}"
 
 
 # How a file with a score that is not one can be used again.
