@@ -31,11 +31,15 @@ def package_versions() -> dict:
     return versions
 
 
-def xla_flags(flags: str | None = None) -> str | None:
-    """The XLA flags `flags` (default: this process's XLA_FLAGS) say, spaces normalised: None
-    for none (unset or blank), so flags that differ only in spacing compare equal."""
-    flags = os.environ.get("XLA_FLAGS", "") if flags is None else flags
-    return " ".join(flags.split()) or None
+_THIS_PROCESS = object()
+
+
+def xla_flags(flags=_THIS_PROCESS):
+    """The XLA flags `flags` (a recorded value; default: this process's XLA_FLAGS) say, spaces
+    normalised: None for none (unset or blank), so flags that differ only in spacing compare
+    equal. A recorded value that is not a string (None: none) is returned as it is."""
+    flags = os.environ.get("XLA_FLAGS", "") if flags is _THIS_PROCESS else flags
+    return (" ".join(flags.split()) or None) if isinstance(flags, str) else flags
 
 
 def mean_std(values, per: str = "per_seed") -> dict:

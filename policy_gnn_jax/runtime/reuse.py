@@ -38,8 +38,8 @@ def reusable_record(
         return None
     versions = record.get("versions")
     recorded = isinstance(versions, dict) and "xla_flags" in versions
-    made = versions["xla_flags"] if recorded else None
-    made, now = records.xla_flags(made) if isinstance(made, str) else made, records.xla_flags()
+    made = records.xla_flags(versions["xla_flags"]) if recorded else None
+    now = records.xla_flags()
     if recorded and made == now:
         return record
     if overwrite:

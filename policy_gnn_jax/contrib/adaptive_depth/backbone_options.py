@@ -80,8 +80,7 @@ def _made_under(score: dict) -> str:
     where it does not say."""
     if "xla_flags" not in score:
         return "XLA flags it does not record"
-    flags = score["xla_flags"]
-    return f"XLA_FLAGS={records.xla_flags(flags) if isinstance(flags, str) else flags!r}"
+    return f"XLA_FLAGS={records.xla_flags(score['xla_flags'])!r}"
 
 
 # How a file with a score that is not one can be used again.
