@@ -1,0 +1,304 @@
+"""Checkpoint folders: a run resumes only from its own checkpoints and refuses, in one line,
+what is not one of them."""
+
+import dataclasses
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+from reliability_helpers import TINY_RUN, run_python, run_quick, toy_fits, toy_graph
+from test_heterophily import HETEROPHILY_DIR
+from test_processes import COMMAND, _flags, _launch
+
+import policy_gnn_jax as pg
+from policy_gnn_jax import cli
+from policy_gnn_jax.cli import command
+from policy_gnn_jax.runtime import checkpoint
+
+
+@pytest.fixture(scope="module")
+def fits():
+    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+    return toy_fits(seeds=1)
+
+
+@pytest.fixture(scope="module")
+def checkpointed(small_dataset, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ckpt")
+    config = pg.Config.tiny(num_episodes=4, episodes_per_call=2)
+    fit = pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=folder,
+                 checkpoint_every=1)  # fmt: skip
+    return folder, config, fit
+
+
+# The command line: sweeps over splits, folders, a flag the method ignores.
+HETEROPHILY = str(HETEROPHILY_DIR)
+
+
+TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
+             "--no-progress"]  # fmt: skip
+
+
+def _last_error(capsys) -> str:
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    return pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
+
+
+def _loop(tmp_path) -> pathlib.Path:
+    (tmp_path / "loopA").symlink_to(tmp_path / "loopB")
+    (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
+    return tmp_path / "loopA"
+
+
+def test_a_user_folder_given_as_checkpoint_dir_is_not_a_checkpoint(tmp_path, capsys):
+    """Before: "written by another version of policy-gnn-jax ... Delete <folder>", advice that
+    would delete a user's files."""
+    folder = tmp_path / "my_notes"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    assert run_quick("--out", str(tmp_path / "out"), "--checkpoint-dir", str(folder)) == 2
+    err = capsys.readouterr().err
+    assert "not a policy-gnn checkpoint" in err and "Delete" not in err
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
+def test_a_checkpoint_resumes_only_in_its_seed_mode(tmp_path, capsys):
+    """Before: a vmapped run's checkpoint resumed under --seed-mode map."""
+    argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "2", "--episodes", "4"]
+    argv += ["--set", "episodes_per_call=2", "--checkpoint-every", "1", "--no-progress"]
+    argv += ["--checkpoint-dir", str(tmp_path / "ck")]
+    assert cli.main([*argv, "--out", str(tmp_path / "a")]) == 0
+    code = cli.main([*argv, "--seed-mode", "map", "--out", str(tmp_path / "b")])
+    assert code == 2 and "different run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("names", [["2019", "2020"], ["2020.csv", "1.txt"]])
+def test_a_folder_of_numbered_things_is_not_a_checkpoint(tmp_path, capsys, names):
+    """Before: numbered folders or files passed as checkpoint steps (and the error said to
+    delete the folder)."""
+    folder = tmp_path / "years"
+    folder.mkdir()
+    for name in names:
+        (folder / name).mkdir() if "." not in name else (folder / name).write_text("x")
+    assert run_quick("--out", str(tmp_path / "o"), "--checkpoint-dir", str(folder)) == 2
+    err = capsys.readouterr().err
+    assert "not a policy-gnn checkpoint" in err and "Delete" not in err
+
+
+def test_out_and_checkpoint_dir_must_differ(tmp_path, capsys):
+    assert run_quick("--out", str(tmp_path / "x"), "--checkpoint-dir", str(tmp_path / "x")) == 2
+    assert "--checkpoint-dir" in capsys.readouterr().err
+
+
+def test_fit_save_refuses_a_checkpoint_folder(fits, tmp_path):
+    (tmp_path / "ck" / "3").mkdir(parents=True)
+    (tmp_path / "ck" / "3" / "commit_success.txt").write_text("ok")
+    with pytest.raises(pg.CheckpointError, match="checkpoint"):
+        fits[1][0].save(tmp_path / "ck")
+
+
+def test_a_checkpoint_of_another_class_count_is_refused_in_one_line(tmp_path, capsys):
+    """Before: num_classes was not in the fingerprint: 47 orbax tracebacks."""
+    ds = toy_graph()
+    import dataclasses
+
+    other = dataclasses.replace(ds, num_classes=3)
+    config = pg.Config.tiny(num_episodes=2, episodes_per_call=1)
+    pg.fit(ds, config, seeds=1, progress=False, checkpoint_dir=tmp_path / "ck")
+    with pytest.raises(pg.CheckpointError, match="different run"):
+        pg.fit(other, config, seeds=1, progress=False, checkpoint_dir=tmp_path / "ck")
+
+
+def test_an_api_checkpoint_folder_of_other_files_is_named_in_the_apis_words(tmp_path):
+    """Before: `fit(..., checkpoint_dir=)` was told about `--checkpoint-dir` only."""
+    import policy_gnn_jax as pg
+
+    (tmp_path / "mine.txt").write_text("x")
+    ds = pg.load_dataset("csbm", num_nodes=1600)
+    with pytest.raises(pg.CheckpointError, match="checkpoint_dir") as err:
+        pg.fit(ds, pg.Config.tiny(epochs=1), method="gcn", seeds=1, progress=False,
+               checkpoint_dir=tmp_path)  # fmt: skip
+    assert str(tmp_path) in str(err.value) and "mine.txt" in str(err.value)
+
+
+def test_a_checkpoint_of_other_devices_is_not_called_damaged(tmp_path):
+    from policy_gnn_jax.runtime import checkpoint
+
+    ck = checkpoint.Checkpointer.__new__(checkpoint.Checkpointer)
+    ck.directory = tmp_path
+    err = ck._corrupt(3, ValueError("Topology mismatch: saved 4 devices, now 1"))
+    assert "another set of devices" in str(err) and "Delete" not in str(err)
+
+
+def test_a_resumed_run_says_so_and_counts_the_earlier_time(checkpointed, small_dataset):
+    """Before: the record of a resumed run looked like a fresh one, and its wall_time_s counted
+    only the last process."""
+    folder, config, first = checkpointed
+    assert first.record["resumed"] is None
+    again = pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=folder)
+    resumed = again.record["resumed"]
+    assert resumed["units_done_before"] == 4
+    assert 0 < resumed["wall_time_s_before"] <= first.record["wall_time_s"] + 1.0
+    total = resumed["wall_time_s_before"] + again.record["wall_time_s"]
+    assert resumed["wall_time_s_total"] == pytest.approx(total)
+
+
+def test_a_refused_checkpoint_names_what_changed(checkpointed, small_dataset):
+    """Before: "a different run (another dataset, config, method, ...)", whichever it was."""
+    folder, config, _ = checkpointed
+    with pytest.raises(pg.CheckpointError, match=r"seeds: 2 there, 3 here"):
+        pg.fit(small_dataset, config, seeds=3, progress=False, checkpoint_dir=folder)
+    other = dataclasses.replace(config, hidden=config.hidden + 1)
+    with pytest.raises(pg.CheckpointError, match=rf"hidden: {config.hidden} there"):
+        pg.fit(small_dataset, other, seeds=2, progress=False, checkpoint_dir=folder)
+
+
+def test_a_sweeps_checkpoint_folder_is_recognised(tmp_path, capsys):
+    """Before: "holds files that are not a policy-gnn checkpoint (split-0, split-1)"."""
+    from policy_gnn_jax import cli
+
+    ckpt = tmp_path / "ck"
+    (ckpt / "split-0").mkdir(parents=True)
+    (ckpt / "split-1").mkdir()
+    argv = [
+        *TEXAS_GCN,
+        "--epochs",
+        "2",
+        "--out",
+        str(tmp_path / "o"),
+        "--checkpoint-dir",
+        str(ckpt),
+    ]
+    assert cli.main(argv) == 2
+    assert "a --splits sweep's checkpoints" in _last_error(capsys)
+
+
+def test_a_one_process_checkpoint_is_not_ignored_by_a_run_over_two(tmp_path):
+    """Before: the run over two processes trained from scratch beside the one-process
+    checkpoint, which could then never be resumed."""
+    ckpt = tmp_path / "ckpt"
+    env = {**os.environ, checkpoint.KILL_AFTER_SAVES_ENV: "1"}
+    argv = [*COMMAND, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
+    killed = subprocess.run([*argv, "--out", str(tmp_path / "one")], env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert killed.returncode != 0 and any(p.name.isdigit() for p in ckpt.iterdir())
+    done = _launch(lambda i, port: [*argv, "--out", str(tmp_path / "two"),
+                                    *_flags(i, port, 2)], 2)  # fmt: skip
+    for p in done:
+        assert p.returncode == 2, p.stderr[-2000:]
+    assert "checkpoints of a run in one process" in done[0].stderr.strip().splitlines()[-1]
+    assert not list(ckpt.glob("process-*"))
+
+
+@pytest.mark.parametrize("path", ["", "  "])
+def test_an_empty_checkpoint_dir_is_refused(tmp_path, monkeypatch, path):
+    """Before: checkpoint_dir="" wrote the checkpoints into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    with pytest.raises(pg.CheckpointError, match="checkpoint folder is an empty path"):
+        pg.fit(ds, pg.Config.tiny(num_episodes=1), seeds=1, checkpoint_dir=path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_result_inside_a_checkpoint_folder_is_refused(tmp_path, capsys):
+    """Before: --out C/161 and Fit.save(C/1) were accepted, and the checkpointing run later
+    replaced or deleted those step folders with the result in them."""
+    from policy_gnn_jax import cli
+
+    tiny = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--episodes", "1",
+            "--steps-per-episode", "2", "--buffer-size", "16", "--no-progress"]  # fmt: skip
+    ckpt = tmp_path / "ck"
+    assert cli.main([*tiny, "--checkpoint-dir", str(ckpt), "--out", str(tmp_path / "o")]) == 0
+    step = next(p for p in ckpt.iterdir() if p.name.isdigit())
+    for out in (ckpt / "161", step / "mine"):
+        assert cli.main([*tiny, "--method", "gcn", "--epochs", "2", "--out", str(out)]) == 2
+        assert "inside the checkpoint folder" in capsys.readouterr().err
+        assert not out.exists()
+    fitted = pg.load(tmp_path / "o")
+    with pytest.raises(pg.CheckpointError, match="inside the checkpoint folder"):
+        fitted.save(ckpt / "7")
+
+
+def test_a_checkpoint_of_the_fingerprint_of_before_is_named_as_such(tmp_path, small_dataset):
+    """A checkpoint written when dataset fingerprints left out the split's lengths is not
+    resumed (it cannot be told from a run on other splits), and the error says so rather than
+    "a checkpoint of a different run"."""
+
+    from policy_gnn_jax.runtime import checkpoint, saved_fit
+
+    run = (small_dataset, pg.Config.tiny(), "gcn", 1, 0)
+    then = saved_fit.run_identity(*run)
+    then.pop("dataset fingerprint")  # as identities were written then
+    then["dataset"] = (
+        f"{small_dataset.name} (fingerprint {small_dataset.legacy_fingerprint()[:12]})"
+    )
+    state = {"w": np.zeros((2, 2), np.float32)}
+    metrics = {"val_accuracy": np.zeros((1, 1), np.float32)}
+    checkpoint.Checkpointer(tmp_path / "c", "before", then).save(1, 1, state, metrics)
+    now = checkpoint.Checkpointer(
+        tmp_path / "c", saved_fit.run_fingerprint(*run), saved_fit.run_identity(*run)
+    )
+    with pytest.raises(pg.CheckpointError) as caught:
+        now.restore(state, lambda units: metrics)
+    assert "earlier version" in str(caught.value) and f"Delete {tmp_path / 'c'}" in str(
+        caught.value
+    )
+
+
+def test_a_fit_is_not_saved_over_a_sweeps_checkpoint_folder(tmp_path, small_dataset):
+    """Before: a `--splits` sweep's `--checkpoint-dir` holds one checkpoint folder per split
+    (`split-K/`), and `Fit.save` into the folder above them was accepted, mixing a result into
+    the checkpoints a resumed sweep reads."""
+    import policy_gnn_jax as pg
+
+    config = pg.Config.tiny(num_episodes=2)
+    fitted = pg.fit(small_dataset, config, seeds=1, progress=False,
+                    checkpoint_dir=tmp_path / "ckpt" / "split-0")  # fmt: skip
+    with pytest.raises(pg.CheckpointError, match="checkpoint"):
+        fitted.save(tmp_path / "ckpt")
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["split-0"]
+
+
+def test_a_checkpoint_whose_arrays_are_damaged_is_one_error_line(tmp_path):
+    """Before: the error line came with up to 25 asyncio tracebacks ("Event loop is closed")
+    from orbax's reads, some printed after it."""
+    run = [*TINY_RUN[:-4], "--episodes", "2", "--set", "steps_per_episode=2",
+           "--set", "episodes_per_call=1", "--checkpoint-every", "1"]  # fmt: skip
+    ckpt = tmp_path / "ck"
+    first = run_python(*run, "--out", str(tmp_path / "o1"), "--checkpoint-dir", str(ckpt))
+    assert first.returncode == 0, first.stderr[-2000:]
+    chunks = [p for p in ckpt.rglob("d/*") if p.is_file()]
+    assert chunks
+    for path in chunks:
+        path.write_bytes(path.read_bytes()[:100])
+    again = run_python(*run, "--out", str(tmp_path / "o2"), "--checkpoint-dir", str(ckpt))
+    assert again.returncode == 2, again.stderr[-3000:]
+    assert "Traceback" not in again.stderr, again.stderr[-3000:]
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), lines[:5]
+
+
+def test_a_loop_of_links_as_the_checkpoint_folder_is_one_error(tmp_path, capsys):
+
+    loop = _loop(tmp_path)
+    argv = ["--dataset", "csbm", "--seeds", "1", "--method", "gcn", "--epochs", "1"]
+    assert command.main([*argv, "--out", str(tmp_path / "o"), "--checkpoint-dir", str(loop)]) == 2
+    assert "loop" in capsys.readouterr().err
+
+
+def test_a_failed_run_removes_the_checkpoint_folder_it_made(tmp_path, capsys):
+    """Before: a run refused for memory left `ck/a/b` (and its parents) empty; --out was
+    removed."""
+
+    argv = ["--dataset", "csbm", "--seeds", "1000000", "--out", str(tmp_path / "o"),
+            "--checkpoint-dir", str(tmp_path / "ck" / "a" / "b")]  # fmt: skip
+    assert command.main(argv) == 2
+    assert "GiB" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -1,0 +1,327 @@
+"""A run's output folder: never replaced or mixed by accident, refused in one line when it
+cannot be a folder of results, and left as found when the run fails."""
+
+import json
+import os
+import pathlib
+
+import pytest
+from reliability_helpers import TINY_RUN, run_quick, toy_fits
+from test_heterophily import HETEROPHILY_DIR
+
+import policy_gnn_jax as pg
+from policy_gnn_jax import cli
+from policy_gnn_jax.runtime import checkpoint, files, outputs
+
+
+@pytest.fixture(scope="module")
+def two_fits():
+    """The toy graph and two two-seed fits of it, seeds 0 and 1."""
+    return toy_fits(seeds=2)
+
+
+@pytest.fixture(scope="module")
+def fits():
+    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+    return toy_fits(seeds=1)
+
+
+# The command line: sweeps over splits, folders, a flag the method ignores.
+HETEROPHILY = str(HETEROPHILY_DIR)
+
+
+TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
+             "--no-progress"]  # fmt: skip
+
+
+def _last_error(capsys) -> str:
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_default_output_folders_are_new_and_distinct(tmp_path):
+    """Before: the default name had one-second resolution and an existing folder was reused, so
+    runs started in the same second wrote into one folder."""
+    made = [outputs.new_folder(tmp_path / "results", "cora-policy-gnn") for _ in range(20)]
+    assert len(set(made)) == 20 and all(folder.is_dir() for folder in made)
+    assert all(str(os.getpid()) in folder.name for folder in made)
+
+
+def test_two_runs_without_out_keep_both_results(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_quick("--seed", "0") == 0 and run_quick("--seed", "1") == 0
+    found = sorted((tmp_path / "results").glob("*/results.json"))
+    assert len(found) == 2
+    assert {json.loads(p.read_text())["seed"] for p in found} == {0, 1}
+
+
+def test_an_out_holding_a_result_is_refused_unless_overwrite(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_quick("--out", str(out), "--seed", "0") == 0
+    before = (out / "results.json").read_bytes()
+    capsys.readouterr()
+    assert run_quick("--out", str(out), "--seed", "1") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "--overwrite" in err and str(out) in err
+    assert (out / "results.json").read_bytes() == before
+    assert run_quick("--out", str(out), "--seed", "1", "--overwrite") == 0
+    assert json.loads((out / "results.json").read_text())["seed"] == 1
+    assert pg.load(out).record["seed"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing left beside it
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # nor inside it
+
+
+def test_output_files_follow_the_umask(two_fits, tmp_path):
+    """Before: every file 0600 whatever the umask (a shared results folder was unreadable)."""
+    old = os.umask(0o022)
+    try:
+        two_fits[1][0].save(tmp_path / "a")
+    finally:
+        os.umask(old)
+    for name in ("results.json", "fit.json", "snapshots.npz", "dataset.npz"):
+        assert (tmp_path / "a" / name).stat().st_mode & 0o777 == 0o644, name
+
+
+def test_new_folder_is_exclusive(tmp_path):
+    """Two processes asking in the same microsecond still get two folders (mkdir is atomic)."""
+    first = outputs.new_folder(tmp_path, "x")
+    assert pathlib.Path(first).is_dir()
+    assert outputs.new_folder(tmp_path, "x") != first
+
+
+def test_overwrite_replaces_the_result_and_keeps_every_other_file(tmp_path):
+    """Before: the whole folder was renamed aside and deleted (a thesis, a checkpoint, the cwd)."""
+    out = tmp_path / "w"
+    assert run_quick("--out", str(out)) == 0
+    (out / "thesis.tex").write_text("mine")
+    (out / "src").mkdir()
+    (out / "src" / "main.py").write_text("code")
+    assert run_quick("--out", str(out), "--seed", "1", "--overwrite") == 0
+    assert (out / "thesis.tex").read_text() == "mine"
+    assert (out / "src" / "main.py").read_text() == "code"
+    assert json.loads((out / "results.json").read_text())["seed"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w"]  # nothing left beside it
+    hidden = [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert hidden == [], hidden
+
+
+def test_a_folder_with_a_file_of_a_result_name_is_not_written_without_overwrite(fits, tmp_path):
+    """Before: a user's own dataset.npz was replaced (no results.json there, so "no result")."""
+    (tmp_path / "dataset.npz").write_bytes(b"mine")
+    assert run_quick("--out", str(tmp_path)) == 2
+    assert (tmp_path / "dataset.npz").read_bytes() == b"mine"
+    with pytest.raises(pg.CheckpointError, match="overwrite"):
+        fits[1][0].save(tmp_path)
+    assert (tmp_path / "dataset.npz").read_bytes() == b"mine"
+
+
+def test_save_into_a_symlinked_folder(fits, tmp_path):
+    """Before: NotADirectoryError after training (the folder swap renamed over a symlink)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    fits[1][0].save(tmp_path / "link")
+    assert (tmp_path / "real" / "fit.json").exists()
+    fits[1][1].save(tmp_path / "link", overwrite=True)
+    assert pg.load(tmp_path / "real").record["seed"] == 1
+    assert (tmp_path / "link").is_symlink()
+
+
+@pytest.mark.parametrize("flag", ["--out", "--checkpoint-dir", "--data-dir"])
+def test_an_empty_path_is_refused(flag, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [flag, ""] + (["--out", str(tmp_path / "o")] if flag != "--out" else [])
+    assert run_quick(*argv) == 2
+    assert flag in capsys.readouterr().err
+
+
+def test_overwrite_refuses_a_result_name_that_is_a_folder_before_training(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert run_quick("--out", str(out)) == 0
+    (out / "results.json").unlink()
+    (out / "results.json").mkdir()
+    assert run_quick("--out", str(out), "--overwrite") == 2
+    assert "results.json" in capsys.readouterr().err
+    assert (out / "fit.json").exists()  # nothing was removed
+
+
+def test_overwrite_keeps_a_users_folder_named_like_staging(tmp_path):
+    out = tmp_path / "o"
+    assert run_quick("--out", str(out)) == 0
+    (out / ".staging-notes").mkdir()
+    (out / ".staging-notes" / "a.txt").write_text("mine")
+    assert run_quick("--out", str(out), "--overwrite") == 0
+    assert (out / ".staging-notes" / "a.txt").read_text() == "mine"
+
+
+def test_an_out_name_too_long_is_one_error(tmp_path, capsys):
+    assert cli.main([*TINY_RUN[1:], "--out", str(tmp_path / ("x" * 300))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: File name too long") and err.count("\n") == 1
+
+
+def test_folders_that_cannot_be_folders_are_named(tmp_path, capsys):
+    """Before: "(File exists)" for a checkpoint folder that is a file, and for an --out that is
+    a link to nothing."""
+    from policy_gnn_jax import cli
+
+    (tmp_path / "afile").write_text("x")
+    argv = [*TEXAS_GCN, "--epochs", "2", "--out", str(tmp_path / "o1")]
+    assert cli.main([*argv, "--checkpoint-dir", str(tmp_path / "afile")]) == 2
+    assert "is an existing file, not a folder" in _last_error(capsys)
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    assert cli.main([*TEXAS_GCN, "--epochs", "2", "--out", str(tmp_path / "dangling")]) == 2
+    last = _last_error(capsys)
+    assert "is a link to" in last and "which does not exist" in last
+
+
+def test_a_long_but_valid_file_name_is_written(tmp_path):
+    """Before: the temporary file was the name plus 14 characters, so a valid name of 242 to
+    255 bytes failed at the final write, after the work it was to hold."""
+    from policy_gnn_jax.runtime import files
+
+    path = tmp_path / ("a" * 250 + ".json")
+    files.check_writable_file(path)
+    files.atomic_write_text(path, "{}")
+    assert path.read_text() == "{}"
+
+
+def test_names_and_folders_too_long_to_write_under_are_refused_before_any_work(tmp_path):
+    """Before: the up-front check wrote a short probe name and passed; the run then failed at
+    its first real write (a 4045-byte --out lost its trained result)."""
+    from policy_gnn_jax.runtime import files
+
+    with pytest.raises(pg.CheckpointError, match="too long"):
+        files.check_writable_file(tmp_path / ("a" * 256 + ".json"))
+    deep = tmp_path
+    while len(str(deep)) < 4000:
+        deep = deep / ("d" * 200)
+    with pytest.raises(pg.CheckpointError, match="shorter"):
+        files.check_writable_dir(deep)
+
+
+@pytest.mark.parametrize("given", ["gs://bucket/x", "s3://b/run", "gs:/bucket/x"])
+def test_a_url_given_as_a_folder_is_refused_before_any_work(tmp_path, monkeypatch, given):
+    """Before: `--checkpoint-dir gs://bucket/x` was made as the local ./gs:/bucket/x, training
+    ran, and the first checkpoint failed ("free some space"): orbax took it for a URL."""
+    from policy_gnn_jax.runtime import files
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pg.CheckpointError, match="remote"):
+        files.check_writable_dir(given, "checkpoint folder")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_long_name_of_wide_characters_is_written(tmp_path):
+    """Before: the temporary name kept 64 characters of the name, which for 4-byte characters
+    is 256 bytes: the write failed after the work."""
+    from policy_gnn_jax.runtime import files
+
+    path = tmp_path / ("\U0001f600" * 60 + ".json")  # 245 bytes
+    files.check_writable_file(path)
+    files.atomic_write_text(path, "{}")
+    assert path.read_text() == "{}"
+
+
+def test_a_url_in_a_files_folder_is_said_once(tmp_path):
+    from policy_gnn_jax.runtime import files
+
+    with pytest.raises(pg.CheckpointError) as caught:
+        files.check_writable_file("gs://b/r.json")
+    assert "the the" not in str(caught.value) and "gs://b" in str(caught.value)
+
+
+def test_a_symlink_loop_as_a_folder_is_named_as_a_loop(tmp_path):
+    """Before: "a link to loopB, which does not exist: create that folder"."""
+    (tmp_path / "loopA").symlink_to("loopB")
+    (tmp_path / "loopB").symlink_to("loopA")
+    with pytest.raises(pg.CheckpointError, match="a loop of links"):
+        files.check_folder_path(tmp_path / "loopA", "output folder")
+
+
+@pytest.mark.parametrize("out", ["", "   "])
+def test_an_empty_out_is_refused_not_ignored(experiment, capsys, out):
+    """Before: `bench_splits.py --out ""` ran, exited 0 and wrote nothing (an empty path was
+    taken for no --out)."""
+    bench_splits = experiment("bench_splits")
+    assert bench_splits.main(["--out", out, "--splits", "1", "--seeds", "1"]) == 2
+    assert "empty" in capsys.readouterr().err
+
+
+def test_an_out_ending_in_a_slash_names_a_folder_and_is_refused(tmp_path):
+    """Before: `--out dir8/` wrote a file named `dir8`."""
+    with pytest.raises(pg.CheckpointError, match="folder"):
+        checkpoint.check_writable_file(f"{tmp_path}/dir8/", overwrite=False)
+    assert not (tmp_path / "dir8").exists()
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("target", ["a-file", "nowhere"])
+def test_an_out_that_is_a_symlink_is_refused_and_kept(tmp_path, overwrite, target):
+    """Before: a link to nowhere was replaced without --overwrite (exists() follows the link);
+    with --overwrite a link to a file became a plain file, leaving its target's old result."""
+    real = tmp_path / "real.json"
+    if target == "a-file":
+        real.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    with pytest.raises(pg.CheckpointError, match="link"):
+        checkpoint.check_writable_file(link, overwrite=overwrite)
+    files.release_output_locks()
+    assert link.is_symlink() and not (tmp_path / "link.json.lock").exists()
+
+
+def test_replacing_a_file_with_two_names_is_refused(tmp_path):
+    """Before: `--out hl.json --overwrite` (a hard link to a file another run held as real.json)
+    got past that run's lock."""
+    real = tmp_path / "real.json"
+    real.write_text("{}")
+    os.link(real, tmp_path / "hl.json")
+    with pytest.raises(pg.CheckpointError, match="name"):
+        checkpoint.check_writable_file(tmp_path / "hl.json", overwrite=True)
+    files.release_output_locks()
+
+
+def test_a_failed_run_removes_the_folder_its_out_made(experiment, tmp_path, capsys):
+    """Before: a bad --dataset exited 2 and left the empty folder made for --out."""
+    bench_splits = experiment("bench_splits")
+    out = tmp_path / "new" / "deeper" / "x.json"
+    argv = ["--dataset", "nosuch", "--out", str(out), "--splits", "1", "--seeds", "1"]
+    assert bench_splits.main(argv) == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_out_that_appears_during_the_run_is_kept(tmp_path):
+    """Before: checked absent at the start, the file another program wrote at --out meanwhile
+    was replaced by the result, with exit 0."""
+    out = tmp_path / "toc.json"
+    checkpoint.check_writable_file(out, overwrite=False)
+    out.write_text("theirs")
+    try:
+        with pytest.raises(pg.CheckpointError, match="rescued"):
+            checkpoint.atomic_write_text(out, "ours")
+    finally:
+        files.release_output_locks()
+    assert out.read_text() == "theirs"
+    (kept,) = tmp_path.glob("toc.rescued-*.json")
+    assert kept.read_text() == "ours"
+
+
+def test_a_new_out_can_be_written_again_by_its_run(tmp_path):
+    out = tmp_path / "r.json"
+    checkpoint.check_writable_file(out, overwrite=False)
+    try:
+        checkpoint.atomic_write_text(out, "first")
+        checkpoint.atomic_write_text(out, "second")  # a script that saves as it goes
+    finally:
+        files.release_output_locks()
+    assert out.read_text() == "second"
+
+
+def test_a_link_to_nowhere_in_place_of_a_result_is_a_result(tmp_path):
+    """Before: a dangling results.json link in --out was replaced without --overwrite (exists()
+    follows the link; its result may be on a disk not mounted now)."""
+    from policy_gnn_jax.runtime import outputs
+
+    (tmp_path / "results.json").symlink_to("/nonexistent/old_results.json")
+    with pytest.raises(pg.CheckpointError, match="--overwrite"):
+        outputs.check_no_result(tmp_path, False, "--overwrite")

@@ -1,0 +1,244 @@
+"""The reproduction commands (experiments/reproduce.py): runs reused only when made on the
+same data and settings, flags a command does not read said, and no empty output left."""
+
+import dataclasses
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+from reliability_helpers import ROOT, TWO_EPISODE_CONFIG, path_graph_arrays, toy_fits, toy_graph
+
+import policy_gnn_jax as pg
+
+
+@pytest.fixture(scope="module")
+def fits():
+    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+    return toy_fits(seeds=1)
+
+
+@pytest.fixture(scope="module")
+def path_graph():
+    features, edges, labels, splits = path_graph_arrays()
+    return pg.from_arrays(features, edges, labels, **splits, symmetrise=True)
+
+
+def _headroom(reproduce_module, out, seeds):
+    argv = ["headroom", "--datasets", "csbm", "--seeds", str(seeds), "--preset", "tiny",
+            "--out", str(out), "--headroom-json", str(out.parent / "merged.json")]  # fmt: skip
+    return reproduce_module.main(argv)
+
+
+def test_reproduce_overwrite_over_a_saved_fit_leaves_a_loadable_or_no_fit(fits, tmp_path):
+    """Before: only results.json was replaced, and the folder's fit no longer loaded."""
+    import dataclasses
+
+    from policy_gnn_jax.contrib.reproduction import runs
+
+    ds, (first, _) = fits
+    first.save(tmp_path / "run")
+    config = dataclasses.replace(pg.Config.tiny(epochs=2), depth=1)
+    runs.run_or_load(tmp_path / "run", ds, config, "gcn", 1, replace=True)
+    assert not (tmp_path / "run" / "fit.json").exists()
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["config"]["depth"] == 1
+
+
+def test_reproduce_keeps_a_users_file_beside_a_fresh_run(tmp_path):
+    import dataclasses
+
+    from policy_gnn_jax.contrib.reproduction import runs
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "dataset.npz").write_text("mine")
+    config = dataclasses.replace(pg.Config.tiny(epochs=2), depth=1)
+    runs.run_or_load(tmp_path / "run", toy_graph(), config, "gcn", 1)
+    assert (tmp_path / "run" / "dataset.npz").read_text() == "mine"
+
+
+def test_the_decoupled_preset_reads_a_dataset_name_as_the_command_does():
+    assert pg.Config.decoupled("Cora ") == pg.Config.decoupled("cora")
+    with pytest.raises(pg.ConfigError, match="dataset must be a dataset's name"):
+        pg.Config.decoupled(dataset=123)
+
+
+def test_the_audit_is_refused_under_roc_auc(path_graph):
+    """Before: audit.honest_test_accuracy held the ROC AUC beside an accuracy."""
+    two_class = dataclasses.replace(path_graph, metric="roc_auc")
+    with pytest.raises(pg.ConfigError, match="audit reproduces the released code's accuracy"):
+        pg.fit(
+            two_class, dataclasses.replace(TWO_EPISODE_CONFIG, audit=True), seeds=1, progress=False
+        )
+
+
+def test_the_same_dataset_twice_in_a_table_is_refused(capsys):
+    """Before: two identical columns."""
+    from conftest import _experiment
+
+    reproduce = _experiment("reproduce")
+    assert reproduce.main(["table", "--datasets", "cora", "cora", "--out", "/nonexistent/x"]) == 2
+    assert "cora is named twice" in capsys.readouterr().err
+
+
+def test_reproduce_does_not_reuse_a_run_made_on_other_data(reproduce_module, tmp_path, capsys):
+    """Before: a dataset given as a path whose file now holds another graph got the saved run's
+    numbers (the saved data fingerprint was not compared)."""
+    first = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100, seed=0)
+    other = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100, seed=1)
+    cfg = pg.Config.tiny(epochs=2)
+    out = tmp_path / "run"
+    reproduce_module.run_or_load(out, first, cfg, "gcn", 1)
+    with pytest.raises(pg.CheckpointError, match="its data differ"):
+        reproduce_module.run_or_load(out, other, cfg, "gcn", 1)
+    reproduce_module.run_or_load(out, first, cfg, "gcn", 1)
+    assert "reusing" in capsys.readouterr().out
+
+
+def test_a_dataset_given_by_path_has_its_runs_under_out(reproduce_module, tmp_path):
+    """Before: each run folder was `out / name`; with an absolute path as the name that is the
+    path itself, so the runs were written into the input's own folder of arrays (or failed
+    with "choose a writable folder" for a file)."""
+    from policy_gnn_jax import data
+
+    graph = tmp_path / "arr.npz"
+    data.write_csbm(graph, num_nodes=300, seed=1, num_val=50, num_test=100)
+    before = sorted(p.name for p in graph.iterdir())
+    argv = ["table", "--preset", "tiny", "--datasets", str(graph), "--seeds", "1",
+            "--episodes", "1", "--out", str(tmp_path / "rep")]  # fmt: skip
+    assert reproduce_module.main(argv) == 0
+    assert sorted(p.name for p in graph.iterdir()) == before
+    assert (tmp_path / "rep" / "arr.npz" / "policy-gnn" / "results.json").is_file()
+
+
+def test_two_datasets_whose_run_folders_would_be_one_are_refused(reproduce_module, tmp_path):
+    from policy_gnn_jax import data
+
+    for where in ("a", "b"):
+        data.write_csbm(tmp_path / where / "g.npz", num_nodes=300, seed=1, num_val=50, num_test=100)
+    graphs = [str(tmp_path / where / "g.npz") for where in ("a", "b")]
+    argv = ["table", "--preset", "tiny", "--datasets", *graphs, "--seeds", "1",
+            "--out", str(tmp_path / "rep")]  # fmt: skip
+    assert reproduce_module.main(argv) == 2
+    assert not (tmp_path / "rep").exists() or not any((tmp_path / "rep").iterdir())
+
+
+@pytest.mark.parametrize("name", ["..", ".", "g/..", "/"])
+def test_a_dataset_path_without_a_name_of_its_own_still_runs_under_out(tmp_path, name):
+    """Before: `--datasets ..` put the runs in `out / ".."`, the folder above --out."""
+    from policy_gnn_jax.contrib.reproduction import runs
+
+    folder = runs.dataset_folder(tmp_path / "rep", name)
+    assert folder.parent == tmp_path / "rep" and folder.name not in ("", ".", "..")
+
+
+@pytest.mark.parametrize(
+    "what, flag, value", [("fig1", "--datasets", "citeseer"), ("table", "--dataset", "citeseer")]
+)
+def test_reproduce_says_which_dataset_flag_a_command_does_not_read(
+    reproduce_module, tmp_path, capsys, monkeypatch, what, flag, value
+):
+    """Before: `fig1 --datasets citeseer` ran Cora without a word."""
+    from policy_gnn_jax.contrib.reproduction import command
+
+    monkeypatch.setitem(command.COMMANDS, what, lambda args: None)  # the warning, not the run
+    argv = [what, flag, value, "--seeds", "1", "--preset", "tiny", "--out", str(tmp_path / "o")]
+    assert reproduce_module.main(argv) == 0
+    assert f"{flag} is not used by {what}" in capsys.readouterr().err
+
+
+def test_reproduce_figures_says_the_run_flags_it_does_not_read(
+    reproduce_module, tmp_path, capsys, monkeypatch
+):
+    """Before: `figures --seeds 3 --episodes 7` drew the 1-seed runs there without a word."""
+    from policy_gnn_jax.contrib.reproduction import command
+
+    monkeypatch.setitem(command.COMMANDS, "figures", lambda args: None)
+    argv = ["figures", "--seeds", "3", "--episodes", "7", "--out", str(tmp_path / "o")]
+    assert reproduce_module.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "--seeds is not used by figures" in err and "--episodes is not used" in err
+
+
+def test_the_headroom_cache_of_other_seeds_is_not_replaced_unasked(reproduce_module, tmp_path,
+                                                                    capsys):  # fmt: skip
+    """Before: a second run with other --seeds replaced the cache, headroom.json and
+    headroom.md, then refused the merge saying "nothing was written"."""
+    out = tmp_path / "o"
+    assert _headroom(reproduce_module, out, 1) == 0
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in files}
+    capsys.readouterr()
+    assert _headroom(reproduce_module, out, 2) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and "another" in err, err
+    assert {p: p.read_bytes() for p in sorted(p for p in tmp_path.rglob("*") if p.is_file())} == (
+        before
+    )
+
+
+@pytest.mark.parametrize("damage", ["no-tag", "not-npz"])
+def test_a_damaged_headroom_cache_is_made_again_with_a_warning(reproduce_module, tmp_path,
+                                                               capsys, damage):  # fmt: skip
+    """Before: a cache without its tag was a KeyError traceback; one that was not an npz gave
+    numpy's advice to unpickle it."""
+    cache = tmp_path / "o" / "csbm" / "headroom_probs.npz"
+    cache.parent.mkdir(parents=True)
+    if damage == "no-tag":
+        np.savez(cache, probs=np.zeros(3))
+    else:
+        cache.write_bytes(b"not an npz")
+    assert _headroom(reproduce_module, tmp_path / "o", 1) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and str(cache) in err, err
+    with np.load(cache) as z:
+        assert "tag" in z.files
+
+
+def test_the_heterophily_study_writes_its_points_table_and_figure_under_the_lock(
+    experiment, tmp_path, monkeypatch
+):
+    """The study's side files are written inside the merge (the test above), not after it."""
+    import fcntl
+    import json
+
+    het = experiment("heterophily")
+    results = tmp_path / "r.json"
+    summary = {"texas": json.loads((ROOT / "docs/results/heterophily.json").read_text())
+               ["datasets"]["texas"]}  # fmt: skip
+    locked = []
+
+    def held() -> bool:
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    monkeypatch.setattr(het.figures, "depths_by_structure", lambda *a: locked.append(held()))
+    monkeypatch.setattr(het.heterophily_table, "write", lambda *a: locked.append(held()))
+    args = het.parse_args(["study", "--results-json", str(results),
+                           "--figure", str(tmp_path / "f.png")])  # fmt: skip
+    het.write_results(args, summary, {"texas": np.ones((4, 3))})
+    assert locked == [True, True]
+    with np.load(tmp_path / "r.depths.npz") as z:
+        assert z["texas"].shape == (4, 3)
+
+
+def test_a_failed_reproduce_command_leaves_no_empty_out(reproduce_module, tmp_path,
+                                                        monkeypatch):  # fmt: skip
+    """Before: reproduce.py named no folders to its exit handler: a failed run left its empty
+    --out behind."""
+    from policy_gnn_jax.contrib.reproduction import command
+
+    def fails(args):  # the folder is made by then: the command's lock is in it
+        assert pathlib.Path(args.out).is_dir()
+        raise pg.ConfigError("a failure after the folder was made")
+
+    monkeypatch.setitem(command.COMMANDS, "fig1", fails)
+    argv = ["fig1", "--dataset", "csbm", "--seeds", "1", "--out", str(tmp_path / "o")]
+    assert reproduce_module.main(argv) == 2
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,251 @@
+"""Saved fits: a save never replaces another fit unasked, and a load names a damaged,
+mismatched or older file and the fix."""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+from reliability_helpers import (
+    TWO_EPISODE_CONFIG,
+    path_graph_arrays,
+    texas_split_with_boundary,
+    toy_fits,
+)
+from test_heterophily import _need
+
+import policy_gnn_jax as pg
+
+
+@pytest.fixture(scope="module")
+def two_fits():
+    """The toy graph and two two-seed fits of it, seeds 0 and 1."""
+    return toy_fits(seeds=2)
+
+
+@pytest.fixture(scope="module")
+def fits():
+    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+    return toy_fits(seeds=1)
+
+
+@pytest.fixture(scope="module")
+def path_graph():
+    features, edges, labels, splits = path_graph_arrays()
+    return pg.from_arrays(features, edges, labels, **splits, symmetrise=True)
+
+
+def _as_saved_before(folder, ds, method="gcn", seeds=1, seed=0):
+    """Rewrites a saved fit's fit.json as the version before the parts' sizes were hashed
+    wrote it: both fingerprints made from the legacy dataset fingerprint."""
+    import hashlib
+
+    from policy_gnn_jax.runtime import saved_fit
+
+    meta = json.loads((folder / "fit.json").read_text())
+    meta["dataset_fingerprint"] = ds.legacy_fingerprint()
+    parts = [ds.legacy_fingerprint(), meta["config"], method, seeds, seed, ds.num_classes]
+    meta["run_fingerprint"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    assert (
+        saved_fit.run_fingerprint(ds, meta["config"], method, seeds, seed)
+        != meta["run_fingerprint"]
+    )
+    (folder / "fit.json").write_text(json.dumps(meta))
+
+
+def _loop(tmp_path) -> pathlib.Path:
+    (tmp_path / "loopA").symlink_to(tmp_path / "loopB")
+    (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
+    return tmp_path / "loopA"
+
+
+def test_fit_save_refuses_to_replace_a_saved_fit(two_fits, tmp_path):
+    ds, (first, second) = two_fits
+    first.save(tmp_path / "fit")
+    with pytest.raises(pg.CheckpointError, match="overwrite=True"):
+        second.save(tmp_path / "fit")
+    assert pg.load(tmp_path / "fit").record["seed"] == 0
+    second.save(tmp_path / "fit", overwrite=True)
+    again = pg.load(tmp_path / "fit")
+    assert again.record["seed"] == 1
+    np.testing.assert_array_equal(again.predict(ds.test_index), second.predict(ds.test_index))
+
+
+def test_load_refuses_snapshots_copied_from_another_fit(two_fits, tmp_path):
+    """Before: accepted, and predictions then disagreed with the recorded accuracy."""
+    _, (first, second) = two_fits
+    first.save(tmp_path / "a")
+    second.save(tmp_path / "b")
+    (tmp_path / "a" / "snapshots.npz").write_bytes((tmp_path / "b" / "snapshots.npz").read_bytes())
+    with pytest.raises(pg.CheckpointError, match="snapshots.npz"):
+        pg.load(tmp_path / "a")
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_load_names_a_damaged_file(two_fits, tmp_path, damage):
+    """Before: zipfile.BadZipFile from deep inside numpy."""
+    first = two_fits[1][0]
+    first.save(tmp_path / "a")
+    path = tmp_path / "a" / "snapshots.npz"
+    raw = bytearray(path.read_bytes())
+    if damage == "flip":
+        raw[len(raw) // 2] ^= 0xFF
+    else:
+        raw = raw[: len(raw) // 2]
+    path.write_bytes(bytes(raw))
+    with pytest.raises(pg.CheckpointError, match="snapshots.npz"):
+        pg.load(tmp_path / "a")
+
+
+def test_load_of_a_fit_json_that_is_not_an_object(two_fits, tmp_path):
+    two_fits[1][0].save(tmp_path / "a")
+    (tmp_path / "a" / "fit.json").write_text("[1, 2]")
+    with pytest.raises(pg.CheckpointError, match="fit.json"):
+        pg.load(tmp_path / "a")
+
+
+@pytest.mark.parametrize("files", [{}, [], {"results.json": "0" * 64}])
+def test_a_manifest_that_lists_less_is_refused(fits, tmp_path, files):
+    """Before: "files": {} made load trust any snapshots.npz."""
+    fits[1][0].save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    meta["files"] = files
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
+    with pytest.raises(pg.CheckpointError, match="fit.json"):
+        pg.load(tmp_path / "f")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m.update(num_leaves="3"),
+        lambda m: m.update(num_leaves=m["num_leaves"] + 1),  # was blamed on snapshots.npz
+        lambda m: m.update(num_leaves=m["num_leaves"] - 1),
+        lambda m: m.pop("dataset_fingerprint"),
+        lambda m: m.update(config=5),
+        lambda m: m.update(custom="backbone"),
+        lambda m: m["config"].update(q_hidden="32"),
+    ],
+)
+def test_a_hand_edited_fit_json_is_named(fits, tmp_path, change):
+    fits[1][0].save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    change(meta)
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
+    with pytest.raises(pg.CheckpointError, match="fit.json") as err:
+        pg.load(tmp_path / "f")
+    assert "snapshots.npz is damaged" not in str(err.value)
+
+
+def test_a_manifest_is_required_from_the_format_that_writes_one(fits, tmp_path):
+    """Before: removing "files" from fit.json passed as a fit saved before manifests."""
+    fits[1][0].save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    meta.pop("files")
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
+    with pytest.raises(pg.CheckpointError, match="manifest"):
+        pg.load(tmp_path / "f")
+
+
+def test_a_saved_fit_file_that_is_a_device_is_refused(path_graph, tmp_path):
+    """Before: a snapshots.npz linked to /dev/zero was read until the process was killed."""
+    fit = pg.fit(path_graph, TWO_EPISODE_CONFIG, method="gcn", seeds=1, progress=False)
+    fit.save(tmp_path / "fit")
+    os.remove(tmp_path / "fit" / "snapshots.npz")
+    os.symlink("/dev/zero", tmp_path / "fit" / "snapshots.npz")
+    with pytest.raises(pg.CheckpointError, match="snapshots.npz is not a regular file"):
+        pg.load(tmp_path / "fit")
+
+
+def test_moving_the_boundary_between_two_parts_of_a_split_changes_the_fingerprint(tmp_path):
+    """Before: the ids of train, val and test were hashed back to back without their lengths,
+    so train 0..99 / val 100..139 and train 0..59 / val 60..139 had one fingerprint: a saved
+    split (and a checkpoint) of the one was reused for the other."""
+    _need("texas.npz")
+    wide = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "a.npz", 100)), split=0)
+    narrow = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "b.npz", 60)), split=0)
+    assert wide.fingerprint() != narrow.fingerprint()
+    assert wide.legacy_fingerprint() == narrow.legacy_fingerprint()  # what was ambiguous
+
+
+def test_a_fit_saved_with_a_fingerprint_of_before_still_loads(tmp_path, small_dataset):
+    fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
+    fitted.save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    meta["dataset_fingerprint"] = small_dataset.legacy_fingerprint()  # as saved then
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
+    assert pg.load(tmp_path / "f").record["test_accuracy"] == fitted.record["test_accuracy"]
+
+
+def test_a_fit_saved_before_the_sizes_were_hashed_loads_and_is_reused(tmp_path, small_dataset):
+    """Before: its run fingerprint (made from the older dataset fingerprint) was compared with
+    today's only: "results.json and fit.json describe different runs"."""
+    from policy_gnn_jax import methods
+    from policy_gnn_jax.runtime import saved_fit
+
+    cfg = pg.Config.tiny()
+    fitted = pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False)
+    fitted.save(tmp_path / "f")
+    _as_saved_before(tmp_path / "f", small_dataset)
+    assert pg.load(tmp_path / "f").record["test_accuracy"] == fitted.record["test_accuracy"]
+    prepared = methods.get("gcn").prepare(cfg)
+    found = saved_fit.saved_record_of(tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    assert found is not None
+
+
+def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
+    _need("texas.npz")
+    from policy_gnn_jax import methods
+    from policy_gnn_jax.runtime import saved_fit
+
+    wide = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "a.npz", 100)), split=0)
+    narrow = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "b.npz", 60)), split=0)
+    cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
+    pg.fit(wide, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
+    _as_saved_before(tmp_path / "f", wide)
+    prepared = methods.get("gcn").prepare(cfg)
+    assert saved_fit.saved_record_of(tmp_path / "f", wide, prepared, "gcn", 1, 0, "vmap")
+    assert saved_fit.saved_record_of(tmp_path / "f", narrow, prepared, "gcn", 1, 0, "vmap") is None
+
+
+@pytest.mark.parametrize("where", ["gs://bucket/run1", "s3://b/r", "file:///tmp/x"])
+def test_a_fit_is_not_saved_to_or_loaded_from_a_url(tmp_path, monkeypatch, small_dataset, where):
+    """Before: `fit.save("gs://bucket/run1")` wrote the local ./gs:/bucket/run1, and `load`
+    read it back, both without a word."""
+    monkeypatch.chdir(tmp_path)
+    fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
+    with pytest.raises(pg.CheckpointError, match="remote"):
+        fitted.save(where)
+    with pytest.raises(pg.CheckpointError, match="remote"):
+        pg.load(where)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_fit_saved_under_a_name_too_long_is_one_library_error(tmp_path, small_dataset):
+    fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
+    with pytest.raises(pg.CheckpointError, match="too long"):
+        fitted.save(tmp_path / ("f" * 300))
+
+
+def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):
+    """Before: editing fit.json's "format" to 1 turned its manifest off without a word, and
+    another fit's snapshots.npz then loaded silently."""
+    ds = pg.data.make_csbm(num_nodes=200, num_val=40, num_test=60)
+    fitted = pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
+    fitted.save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    meta["format"] = 1
+    for key in ("files", "run_fingerprint"):
+        meta.pop(key)
+    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="cannot be checked"):
+        pg.load(tmp_path / "f")
+
+
+def test_saving_a_fit_into_a_loop_of_links_is_the_librarys_error(tmp_path):
+    """Before: Python's own RuntimeError from pathlib."""
+    ds = pg.data.make_csbm(num_nodes=200, num_val=40, num_test=60)
+    fitted = pg.fit(ds, pg.Config.tiny(epochs=1), method="gcn", seeds=1, progress=False)
+    with pytest.raises(pg.CheckpointError, match="loop"):
+        fitted.save(_loop(tmp_path))

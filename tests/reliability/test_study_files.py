@@ -1,0 +1,371 @@
+"""The studies' merged results files: entries of other datasets or settings are kept, two runs
+merging at once both land, and a file of another shape is refused before any work."""
+
+import argparse
+import fcntl
+import json
+import os
+import pathlib
+import threading
+import time
+
+import numpy as np
+import pytest
+from conftest import _experiment
+from test_heterophily import HETEROPHILY_DIR, _need
+
+import policy_gnn_jax as pg
+from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
+from policy_gnn_jax.runtime import checkpoint, files, records, study_files
+
+
+def _row(dataset, backbone, method, test):
+    return {"dataset": dataset, "backbone": backbone, "method": method, "test_accuracy": test}
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A saved fit's folder (its results.json must never be merged into)."""
+    folder = tmp_path_factory.mktemp("saved") / "fit"
+    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
+    pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False).save(folder)
+    return folder
+
+
+def _heterophily(experiment, tmp_path, what, flag, path):
+    files = {"--options-json": tmp_path / "o.json", "--results-json": tmp_path / "r.json"}
+    files[flag] = path
+    argv = [what, "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
+            "--max-depth", "1", "--num-splits", "1", "--out", str(tmp_path / "runs"),
+            "--figure", str(tmp_path / "f.png"),
+            *(str(x) for kv in files.items() for x in kv)]  # fmt: skip
+    return experiment("heterophily").main(argv)
+
+
+def _adaptive(experiment, tmp_path, what, flag, path):
+    argv = [what, "--datasets", "cora", "--out", str(tmp_path / "runs"), flag, str(path)]
+    return experiment("adaptive_depth").main(argv)
+
+
+def _headroom(reproduce_module, tmp_path, what, flag, path):
+    argv = [what, "--datasets", "cora", "--out", str(tmp_path / "runs"), flag, str(path)]
+    return reproduce_module.main(argv)
+
+
+STUDY_FILES = [
+    ("heterophily", "study", "--results-json"),
+    ("heterophily", "options", "--options-json"),
+    ("adaptive", "results", "--results-json"),
+    ("adaptive", "ablate", "--ablation-json"),
+    ("headroom", "headroom", "--headroom-json"),
+]
+
+
+def _run(script, experiment, reproduce_module, tmp_path, what, flag, path):
+    if script == "headroom":
+        return _headroom(reproduce_module, tmp_path, what, flag, path)
+    runner = {"heterophily": _heterophily, "adaptive": _adaptive}[script]
+    return runner(experiment, tmp_path, what, flag, path)
+
+
+def _table_argv(out: pathlib.Path) -> list[str]:
+    return ["table", "--datasets", "csbm", "--seeds", "1", "--preset", "tiny", "--out", str(out)]
+
+
+def _loop(tmp_path) -> pathlib.Path:
+    (tmp_path / "loopA").symlink_to(tmp_path / "loopB")
+    (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
+    return tmp_path / "loopA"
+
+
+def test_a_merged_entry_is_replaced_only_by_the_same_or_when_asked(tmp_path):
+    old = {"texas": {"seeds": 3, "rows": [0.85, (1, 2)]}, "actor": {"seeds": 3}}
+    same = {"texas": {"seeds": 3, "rows": [0.85, [1, 2]]}, "cornell": {"seeds": 1}}
+    records.check_replaced_entries(old, same, "r.json", overwrite=False)  # as JSON: the same
+    other = {"texas": {"seeds": 1, "rows": [0.9]}}
+    with pytest.raises(pg.CheckpointError, match="r.json already holds texas from another run"):
+        records.check_replaced_entries(old, other, "r.json", overwrite=False)
+    records.check_replaced_entries(old, other, "r.json", overwrite=True)
+
+
+def test_adaptive_depth_results_keep_the_other_datasets_records(tmp_path):
+    """Before: `results --datasets cora --backbones decoupled` rewrote the whole file, from 20
+    records to 3."""
+    script = _experiment("adaptive_depth")
+    old = {"records": [_row("cora", "gcn", "random", 0.78), _row("cora", "decoupled", "random",
+                       0.80), _row("citeseer", "gcn", "random", 0.65)],
+           "missing": ["citeseer/decoupled: no headroom analysis"]}  # fmt: skip
+    args = argparse.Namespace(datasets=["cora"], backbones=["decoupled"], overwrite=False)
+    new = [_row("cora", "decoupled", "random", 0.80)]
+    merged = script.merged_records(old, new, [], tmp_path / "a.json", args)
+    assert sorted(merged["records"], key=str) == sorted(old["records"], key=str)
+    assert merged["missing"] == old["missing"]
+    other = [_row("cora", "decoupled", "random", 0.70)]
+    with pytest.raises(pg.CheckpointError, match="cora/decoupled from another run"):
+        script.merged_records(old, other, [], tmp_path / "a.json", args)
+    args.overwrite = True
+    merged = script.merged_records(old, other, [], tmp_path / "a.json", args)
+    assert len(merged["records"]) == 3 and other[0] in merged["records"]
+
+
+@pytest.mark.parametrize(("script", "what", "flag"), STUDY_FILES)
+def test_a_saved_fits_results_json_is_never_merged_into(
+    saved, experiment, reproduce_module, tmp_path, capsys, script, what, flag
+):
+    """Before: exit 0, the record replaced or mixed with the study's entries, and the fit no
+    longer loaded (its SHA-256 differed)."""
+    before = (saved / "results.json").read_bytes()
+    code = _run(script, experiment, reproduce_module, tmp_path, what, flag, saved / "results.json")
+    assert code == 2
+    assert "is a file of the saved fit" in capsys.readouterr().err
+    assert (saved / "results.json").read_bytes() == before
+    pg.load(saved)
+
+
+@pytest.mark.parametrize(("script", "what", "flag"), STUDY_FILES)
+@pytest.mark.parametrize("held", [{"dataset": "cora", "config": {}}, [1, 2], {"gcn": [1]}])
+def test_a_json_of_another_shape_is_refused_before_any_sweep(
+    experiment, reproduce_module, tmp_path, capsys, script, what, flag, held
+):
+    """Before: any JSON object was merged into (a list, or an object of lists, failed with a
+    traceback after the sweeps)."""
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(held))
+    code = _run(script, experiment, reproduce_module, tmp_path, what, flag, path)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and str(path) in err and "Traceback" not in err
+    assert json.loads(path.read_text()) == held
+
+
+def test_two_runs_merging_at_once_both_keep_their_entries(tmp_path):
+    """Before: each run read the file, merged, and wrote it back: the slower one's write lost
+    the other's entry."""
+    path = tmp_path / "merged.json"
+
+    def add(key, delay):
+        def update(old):
+            time.sleep(delay)  # a run between its read and its write
+            return {**old, key: {"from": key}}
+
+        study_files.merge(path, "a test file", lambda v: isinstance(v, dict), update)
+
+    slow = threading.Thread(target=add, args=("slow", 0.5))
+    slow.start()
+    time.sleep(0.1)
+    add("fast", 0)
+    slow.join()
+    assert set(json.loads(path.read_text())) == {"slow", "fast"}
+
+
+def test_a_headroom_file_that_is_the_runs_own_output_is_refused(reproduce_module, tmp_path, capsys):
+    """Before: the run wrote its own headroom.json over the merged file, then refused it: the
+    earlier entries were gone."""
+    out = tmp_path / "o"
+    out.mkdir()
+    merged = out / "headroom.json"
+    merged.write_text(json.dumps({"gcn": {"citeseer": {"note": "earlier"}}}))
+    before = merged.read_bytes()
+    argv = ["headroom", "--datasets", "cora", "--seeds", "1", "--preset", "tiny",
+            "--out", str(out), "--headroom-json", str(merged)]  # fmt: skip
+    assert reproduce_module.main(argv) == 2
+    assert "is this run's own headroom.json" in capsys.readouterr().err
+    assert merged.read_bytes() == before
+
+
+@pytest.mark.parametrize("side", ["md", "depths-folder", "depths-corrupt"])
+def test_the_studys_files_beside_its_json_are_checked_first(experiment, tmp_path, capsys, side):
+    """Before: a user's X.md beside --results-json X.json was replaced by the table; X.depths.npz
+    as a folder was a traceback, and a corrupt one numpy's pickle message, both after the JSON
+    had been written."""
+    results = tmp_path / "r.json"
+    if side == "md":
+        (tmp_path / "r.md").write_text("my notes\n")
+    elif side == "depths-folder":
+        (tmp_path / "r.depths.npz").mkdir()
+    else:
+        (tmp_path / "r.depths.npz").write_bytes(b"not an npz")
+    argv = ["study", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
+            "--max-depth", "1", "--num-splits", "1", "--out", str(tmp_path / "runs"),
+            "--options-json", str(tmp_path / "o.json"), "--results-json", str(results),
+            "--figure", str(tmp_path / "f.png")]  # fmt: skip
+    assert experiment("heterophily").main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "r." in err and "Traceback" not in err
+    assert not results.exists() and not (tmp_path / "runs").exists()
+    if side == "md":
+        assert (tmp_path / "r.md").read_text() == "my notes\n"
+
+
+def test_a_merged_json_that_is_a_link_updates_its_target(tmp_path):
+    """Before: the link was replaced by a regular file; the file it pointed to never changed."""
+    target = tmp_path / "real" / "merged.json"
+    target.parent.mkdir()
+    target.write_text(json.dumps({"a": {}}))
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    study_files.merge(link, "a test file", lambda v: isinstance(v, dict),
+                      lambda old: {**old, "b": {}})  # fmt: skip
+    assert link.is_symlink()
+    assert set(json.loads(target.read_text())) == {"a", "b"}
+
+
+def test_a_replaced_entry_leaves_no_depth_points_of_the_run_it_replaced(experiment, tmp_path):
+    """Before: a study of texas without Policy-GNN (its entry replaced with --overwrite) kept
+    the replaced run's depth points, and the figure still drew them."""
+
+    results = tmp_path / "r.json"
+    heterophily_table.merge_points(results, {"texas": np.ones((4, 3)), "actor": np.ones((2, 3))})
+    kept = heterophily_table.merge_points(results, {"texas": np.zeros((0, 3))})
+    assert set(kept) == {"actor"}
+    with np.load(results.with_suffix(".depths.npz")) as z:
+        assert set(z.files) == {"actor"}
+
+
+def test_the_adaptive_depth_table_takes_no_run_of_another_graph_of_the_same_name(
+    experiment, small_dataset
+):
+    """Before: `results --datasets g2/cora` read results/reproduce/cora, the built-in Cora's
+    runs, as that graph's rows."""
+    adaptive = experiment("adaptive_depth")
+    record = {"config": {"backbone": "gcn"}, "seeds": 1, "dataset_fingerprint": "0" * 64}
+    assert "data" in adaptive._mismatch(record, "gcn", 1, small_dataset)
+    record["dataset_fingerprint"] = small_dataset.fingerprint()
+    assert adaptive._mismatch(record, "gcn", 1, small_dataset) is None
+
+
+def test_the_files_written_beside_a_merged_file_are_written_under_its_lock(tmp_path):
+    """Before: the heterophily study read and rewrote its figure's points (`X.depths.npz`)
+    after the merge's lock was released: two studies merging at once lost one's points. The
+    merge now writes them in its `then`, while the lock is held."""
+
+    from policy_gnn_jax.runtime import study_files
+
+    path = tmp_path / "m.json"
+    seen = {}
+
+    def then(merged):
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen["locked"] = False
+        except BlockingIOError:
+            seen["locked"] = True
+        finally:
+            os.close(fd)
+        seen["merged"] = merged
+
+    study_files.merge(path, "a test file", lambda x: isinstance(x, dict),
+                      lambda old: {**old, "a": 1}, then=then)  # fmt: skip
+    assert seen == {"locked": True, "merged": {"a": 1}}
+
+
+@pytest.mark.parametrize("command, report", [("table", "table3"), ("ablations", "ablations")])
+def test_a_report_of_other_datasets_is_not_replaced_unasked(reproduce_module, tmp_path, capsys,
+                                                            command, report):  # fmt: skip
+    """Before: `table --datasets A` then `table --datasets B` on one --out left a table of B
+    alone, without a word (the same for ablations)."""
+    out = tmp_path / "o"
+    out.mkdir()
+    held = {"table3": {"rows": {}, "best_fixed_depth_by_val": {"citeseer": 2}, "skipped": {}},
+            "ablations": {"policy-gnn": {"citeseer": {}}}}[report]  # fmt: skip
+    (out / f"{report}.json").write_text(json.dumps(held))
+    (out / f"{report}.md").write_text("the earlier table\n")
+    argv = [command, "--datasets", "csbm", "--seeds", "1", "--preset", "tiny", "--out", str(out)]
+    assert reproduce_module.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "citeseer" in err and "--overwrite" in err, err
+    assert (out / f"{report}.md").read_text() == "the earlier table\n"
+    assert sorted(p.name for p in out.iterdir()) == [f"{report}.json", f"{report}.md"]
+
+
+def test_a_damaged_input_json_is_not_said_to_be_remade_by_deleting_it(tmp_path):
+    """Before: an empty --ablation-json read by `results` was "Delete it ... to recreate it",
+    which only `ablate` can."""
+    path = tmp_path / "ablation.json"
+    path.write_text("")
+    with pytest.raises(pg.CheckpointError) as err:
+        checkpoint.read_json(path, made_by="adaptive_depth.py ablate")
+    assert "adaptive_depth.py ablate" in str(err.value) and "Delete it" not in str(err.value)
+
+
+@pytest.mark.parametrize("held", [{}, {"best_fixed_depth_by_val": "cora", "skipped": {}}])
+def test_a_table_report_of_another_shape_is_one_error(reproduce_module, tmp_path, capsys, held):
+    """Before: `{}` was a KeyError traceback; a string was split into letters ("holds c, o,
+    r, a")."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "table3.json").write_text(json.dumps(held))
+    argv = ["table", "--datasets", "csbm", "--seeds", "1", "--preset", "tiny", "--out", str(out)]
+    assert reproduce_module.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and ", o, " not in err, err
+    assert json.loads((out / "table3.json").read_text()) == held
+
+
+def test_a_table_with_rows_of_other_datasets_is_kept(reproduce_module, tmp_path, capsys):
+    """Before: a row added by hand for cornell was dropped from table3.json, unasked."""
+    out = tmp_path / "o"
+    out.mkdir()
+    held = {"rows": {"gcn-d2": {"cornell": {"mean": 0.5, "std": 0.0}}},
+            "best_fixed_depth_by_val": {}, "skipped": {}}  # fmt: skip
+    (out / "table3.json").write_text(json.dumps(held))
+    assert reproduce_module.main(_table_argv(out)) == 2
+    assert "cornell" in capsys.readouterr().err
+    assert json.loads((out / "table3.json").read_text()) == held
+
+
+def test_a_table_md_without_its_json_is_kept(reproduce_module, tmp_path, capsys):
+    """Before: with table3.json gone, table3.md (which may hold more rows) was rewritten."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "table3.md").write_text("| my | table |\n")
+    assert reproduce_module.main(_table_argv(out)) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert (out / "table3.md").read_text() == "| my | table |\n"
+
+
+def test_a_table_json_that_is_a_folder_is_refused_before_any_run(reproduce_module, tmp_path,
+                                                                 capsys):  # fmt: skip
+    """Before: refused only after the runs, with "free some space" as the fix."""
+    out = tmp_path / "o"
+    (out / "table3.json").mkdir(parents=True)
+    assert reproduce_module.main(_table_argv(out)) == 2
+    err = capsys.readouterr().err
+    assert "folder" in err and "space" not in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["table3.json"]  # no run folder made
+
+
+def test_a_loop_of_links_under_a_merged_file_is_one_error(experiment, reproduce_module, tmp_path,
+                                                          capsys):  # fmt: skip
+    _need("texas.npz")
+    loop = _loop(tmp_path)
+    heterophily = experiment("heterophily")
+    argv = ["study", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
+            "--out", str(tmp_path / "h"), "--results-json", str(loop / "x.json"),
+            "--figure", str(tmp_path / "f.png")]  # fmt: skip
+    assert heterophily.main(argv) == 2
+    argv = ["headroom", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--preset",
+            "tiny", "--seeds", "1", "--out", str(tmp_path / "r"), "--headroom-json",
+            str(loop / "h.json")]  # fmt: skip
+    assert reproduce_module.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("loop") >= 2 and "Traceback" not in err, err
+
+
+def test_a_users_file_read_as_a_merged_json_is_not_called_corrupt(tmp_path):
+    """Before: "notes.md is corrupt or truncated ... Delete it": the fix deleted a user's file."""
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n")
+    with pytest.raises(pg.CheckpointError) as err:
+        files.read_json(notes)
+    assert "Delete it" not in str(err.value) and "not JSON" in str(err.value)
+
+
+def test_the_headroom_json_refusal_names_the_file_given(reproduce_module, tmp_path, capsys):
+    out = tmp_path / "rh"
+    argv = ["headroom", "--datasets", "csbm", "--preset", "tiny", "--seeds", "1", "--out",
+            str(out), "--headroom-json", str(out / "headroom.md")]  # fmt: skip
+    assert reproduce_module.main(argv) == 2
+    assert "headroom.md" in capsys.readouterr().err.split("is this run's own")[-1]
