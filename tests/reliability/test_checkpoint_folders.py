@@ -33,10 +33,8 @@ def checkpointed(small_dataset, tmp_path_factory):
     return folder, config, fit
 
 
-# The command line: sweeps over splits, folders, a flag the method ignores.
+# Texas's first split, the cheapest method: a real benchmark file in a few seconds.
 HETEROPHILY = str(HETEROPHILY_DIR)
-
-
 TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
              "--no-progress"]  # fmt: skip
 

@@ -13,10 +13,8 @@ from test_splits import _argv, _benchmark_file
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli, data, split_sweep
 
-# The command line: sweeps over splits, folders, a flag the method ignores.
+# Texas's first split, the cheapest method: a real benchmark file in a few seconds.
 HETEROPHILY = str(HETEROPHILY_DIR)
-
-
 TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
              "--no-progress"]  # fmt: skip
 
