@@ -1,5 +1,7 @@
-"""What many of the reliability tests share: the cheapest command-line run, a toy graph, a
-Python subprocess run from the repository root, and another process holding a folder's lock."""
+"""What several reliability test files share: the cheapest run as a command line (in this
+process or as a script), a toy graph and two fits of it, Policy-GNN's cheapest config, a path
+graph as arrays, a one-split copy of Texas, a Python subprocess run from the repository root, and
+locks held or occupied as another run or a user would."""
 
 import fcntl
 import os
@@ -16,7 +18,8 @@ from policy_gnn_jax import cli
 # Found from here, not from conftest: a subprocess imports this module on its own.
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-# A tiny generated graph and the cheapest method: each run takes a few seconds.
+# A tiny generated graph and the cheapest method: each run takes a few seconds. Tests slice both
+# forms by position (QUICK[:-5], TINY_RUN[:-4] drop the method and its epochs): keep the order.
 QUICK = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--method", "gcn"]
 QUICK += ["--epochs", "2", "--no-progress"]
 # The same run as a script's command line, for a subprocess.
@@ -83,8 +86,9 @@ TWO_EPISODE_CONFIG = pg.Config.tiny(num_episodes=2, episodes_per_call=2)
 
 
 def path_graph_arrays(n=60):
-    """A path graph's features (one-hot rows), edges, two alternating classes and 20/20/20
-    splits, as arrays for `pg.from_arrays(features, edges, labels, **splits)`."""
+    """A path graph's features (an n x 8 identity: the first eight rows one-hot, the rest zero),
+    edges, two alternating classes and 20/20/20 splits, as arrays for
+    `pg.from_arrays(features, edges, labels, **splits)`."""
     features = np.eye(n, 8, dtype=np.float32)
     edges = np.stack([np.arange(n - 1), np.arange(1, n)])
     labels = np.arange(n) % 2
@@ -96,7 +100,7 @@ def path_graph_arrays(n=60):
 def hold_output_file_lock(path: pathlib.Path) -> int:
     """Locks `<path>.lock` as a running script holds it; returns the descriptor."""
     fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT)
-    os.write(fd, b"424242")
+    os.write(fd, b"424242")  # a process id, as a script writes its own: the refusal names it
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     return fd
 

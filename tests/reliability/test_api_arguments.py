@@ -1,6 +1,7 @@
 """The Python API's arguments: a value of the wrong type or range is the library's own error
 naming the argument."""
 
+import json
 import subprocess
 import sys
 
@@ -15,8 +16,8 @@ from policy_gnn_jax.data.generators import make_csbm, make_planted_depth
 
 
 @pytest.fixture(scope="module")
-def fits():
-    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+def one_seed_fits():
+    """The toy graph and two one-seed one_seed_fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
 
 
@@ -47,11 +48,11 @@ def fitted():
     return pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
 
 
-def test_overwrite_must_be_a_bool(fits, tmp_path):
+def test_overwrite_must_be_a_bool(one_seed_fits, tmp_path):
     """Before: overwrite="False" replaced a saved fit (a non-empty string is true)."""
-    fits[1][0].save(tmp_path / "f")
+    one_seed_fits[1][0].save(tmp_path / "f")
     with pytest.raises(pg.ConfigError, match="overwrite"):
-        fits[1][1].save(tmp_path / "f", overwrite="False")
+        one_seed_fits[1][1].save(tmp_path / "f", overwrite="False")
     assert pg.load(tmp_path / "f").record["seed"] == 0
 
 
@@ -71,8 +72,8 @@ def test_csbm_degree_is_named(value, tmp_path, capsys):
     assert code == 2 and "--csbm-degree" in capsys.readouterr().err
 
 
-def test_predict_of_no_nodes(fits):
-    ds, (first, _) = fits
+def test_predict_of_no_nodes(one_seed_fits):
+    ds, (first, _) = one_seed_fits
     assert first.predict([]).shape == (1, 0)
 
 
@@ -86,6 +87,17 @@ def test_a_csbm_degree_that_is_not_a_number_is_named():
             data.make_csbm(num_nodes=1600, avg_degree=degree)
 
 
+def test_numpy_integer_seeds_are_taken_as_integers(csbm):
+    """Before: the run trained to the end, then failed to write its record (np.int64 is not
+    JSON), and no Fit came back."""
+    fit = pg.fit(csbm, pg.Config.tiny(epochs=2), method="gcn", seeds=np.int64(1),
+                 seed=np.int64(5), progress=False)  # fmt: skip
+    assert (fit.record["seed"], fit.record["seeds"]) == (5, 1)
+    json.dumps(fit.record)
+    with pytest.raises(pg.ConfigError, match="seed must be a whole number"):
+        pg.fit(csbm, pg.Config.tiny(epochs=2), method="gcn", seeds=1, seed=True, progress=False)
+
+
 @pytest.mark.parametrize(
     "name, kwargs, message",
     [
@@ -97,6 +109,12 @@ def test_a_csbm_degree_that_is_not_a_number_is_named():
 def test_load_dataset_refuses_what_it_would_ignore(name, kwargs, message):
     with pytest.raises(pg.DataError, match=message):
         pg.load_dataset(name, **kwargs)
+
+
+def test_the_decoupled_preset_reads_a_dataset_name_as_the_command_does():
+    assert pg.Config.decoupled("Cora ") == pg.Config.decoupled("cora")
+    with pytest.raises(pg.ConfigError, match="dataset must be a dataset's name"):
+        pg.Config.decoupled(dataset=123)
 
 
 def test_load_checks_a_custom_part_passed_for_a_built_in_one(csbm, tmp_path):

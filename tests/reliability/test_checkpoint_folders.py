@@ -19,8 +19,8 @@ from policy_gnn_jax.runtime import checkpoint
 
 
 @pytest.fixture(scope="module")
-def fits():
-    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+def one_seed_fits():
+    """The toy graph and two one-seed one_seed_fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
 
 
@@ -95,11 +95,11 @@ def test_out_and_checkpoint_dir_must_differ(tmp_path, capsys):
     assert "--checkpoint-dir" in capsys.readouterr().err
 
 
-def test_fit_save_refuses_a_checkpoint_folder(fits, tmp_path):
+def test_fit_save_refuses_a_checkpoint_folder(one_seed_fits, tmp_path):
     (tmp_path / "ck" / "3").mkdir(parents=True)
     (tmp_path / "ck" / "3" / "commit_success.txt").write_text("ok")
     with pytest.raises(pg.CheckpointError, match="checkpoint"):
-        fits[1][0].save(tmp_path / "ck")
+        one_seed_fits[1][0].save(tmp_path / "ck")
 
 
 def test_a_checkpoint_of_another_class_count_is_refused_in_one_line(tmp_path, capsys):

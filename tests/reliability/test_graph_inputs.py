@@ -1,6 +1,7 @@
 """Graphs handed to the library (arrays, a jraph GraphsTuple, folders of arrays): what would
 be read wrongly or wrap silently is refused or warned about, naming the fix."""
 
+import dataclasses
 import warnings
 
 import jax.numpy as jnp
@@ -12,6 +13,7 @@ from reliability_helpers import path_graph_arrays
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
+from policy_gnn_jax.data import heterophily
 
 
 def _graphs_tuple(**changes):
@@ -83,6 +85,39 @@ def test_int_features_that_float32_rounds_are_counted():
     features[0, 0] = 2**24 + 1
     with pytest.warns(UserWarning, match="1 feature value"):
         pg.from_arrays(features, [[0, 1, 2], [1, 2, 3]], np.arange(60) % 2, [0, 1], [2, 3], [4, 5])
+
+
+def test_a_heterophily_file_is_checked_like_from_arrays(tmp_path):
+    """Before: a label beyond int32 overflowed inside JAX; 1e39 features were called NaN."""
+
+    n = 6
+    masks = np.zeros((1, n), bool)
+    arrays = dict(
+        node_features=np.ones((n, 2), np.float64),
+        node_labels=np.array([0, 1, 0, 1, 0, 1], np.int64),
+        edges=np.array([[0, 1], [2, 3], [4, 5]], np.int64),
+        train_masks=masks.copy(), val_masks=masks.copy(), test_masks=masks.copy(),
+    )  # fmt: skip
+    arrays["train_masks"][0, :2] = arrays["val_masks"][0, 2:4] = arrays["test_masks"][0, 4:] = 1
+    labels = arrays["node_labels"].copy()
+    labels[5] = 2**32 + 1
+    np.savez(tmp_path / "a.npz", **{**arrays, "node_labels": labels})
+    with pytest.raises(pg.DataError, match=str(2**32 + 1)):
+        heterophily.load_heterophily(str(tmp_path / "a.npz"))
+    features = arrays["node_features"].copy()
+    features[0, 0] = 1e39
+    np.savez(tmp_path / "b.npz", **{**arrays, "node_features": features})
+    with pytest.raises(pg.DataError, match="float32"):
+        heterophily.load_heterophily(str(tmp_path / "b.npz"))
+
+
+def test_roc_auc_needs_both_classes_in_every_split():
+    """Before: a test split of one class recorded a ROC AUC of 0.5."""
+    ds = data.make_csbm(num_nodes=1600, num_classes=2, seed=1)
+    labels = ds.labels.copy()
+    labels[ds.test_index] = 0
+    with pytest.raises(pg.InvalidDatasetError, match="the test nodes are all of class 0"):
+        dataclasses.replace(ds, labels=labels, metric="roc_auc")
 
 
 @pytest.mark.parametrize(
@@ -215,6 +250,12 @@ def test_whole_float64_numbers_float32_rounds_are_counted():
     features[0, 0] = 2.0**24 + 1
     with pytest.warns(UserWarning, match="1 feature value"):
         _graph_of_features(features)
+
+
+def test_a_benchmark_files_edge_id_beyond_its_nodes_is_named(tmp_path):
+    """Before: "edge endpoint outside 0..182", without the id."""
+    with pytest.raises(pg.data.InvalidDatasetError, match="4294967299"):
+        pg.data.symmetric_edges(np.array([2**32 + 3, 1]), np.array([0, 2]), 183)
 
 
 def test_float16_features_give_no_overflow_warning():

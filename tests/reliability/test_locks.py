@@ -1,14 +1,17 @@
 """One run writes a folder at a time: the folder and output-file locks, what stands where a
 lock goes, and what a run does when its lock is taken away."""
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from reliability_helpers import (
+    ROOT,
     hold_lock,
     hold_output_file_lock,
     occupy_lock_path,
@@ -25,8 +28,8 @@ from policy_gnn_jax.runtime import checkpoint, files, outputs
 
 
 @pytest.fixture(scope="module")
-def fits():
-    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+def one_seed_fits():
+    """The toy graph and two one-seed one_seed_fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
 
 
@@ -131,7 +134,7 @@ def test_a_fifo_where_the_lock_goes_is_named_a_fifo(tmp_path):
             pass
 
 
-def test_two_threads_saving_one_folder_never_mix(fits, tmp_path):
+def test_two_threads_saving_one_folder_never_mix(one_seed_fits, tmp_path):
     """Before: the lock counted any thread of the process as its owner, and both threads shared
     one staging folder: raw FileNotFoundError, or a folder that did not load."""
     import threading
@@ -145,26 +148,28 @@ def test_two_threads_saving_one_folder_never_mix(fits, tmp_path):
             errors.append(err)
 
     for _ in range(5):
-        threads = [threading.Thread(target=save, args=(f,)) for f in fits[1]]
+        threads = [threading.Thread(target=save, args=(f,)) for f in one_seed_fits[1]]
         [t.start() for t in threads]
         [t.join() for t in threads]
         assert pg.load(tmp_path / "f").record["seed"] in (0, 1)  # whole, one fit's files
     assert all("in use" in str(e) for e in errors)
 
 
-def test_a_lock_deleted_mid_run_saves_the_result_elsewhere(fits, tmp_path):
+def test_a_lock_deleted_mid_run_saves_the_result_elsewhere(one_seed_fits, tmp_path):
     """Before: a lock file removed by hand let a second run in, and the first lost its result."""
     out = tmp_path / "o"
     with outputs.FolderLock(out):
         outputs.lock_path(out).unlink()  # by hand, while this run holds it
         with pytest.raises(pg.CheckpointError, match="rescued"):
-            fits[1][0].save(out)
+            one_seed_fits[1][0].save(out)
     assert not (out / "fit.json").exists()
     (rescued,) = tmp_path.glob("o.rescued-*")
     assert pg.load(rescued).record["seed"] == 0
 
 
-def test_the_rescue_of_out_dot_sits_beside_the_folder_named_after_it(fits, tmp_path, monkeypatch):
+def test_the_rescue_of_out_dot_sits_beside_the_folder_named_after_it(
+    one_seed_fits, tmp_path, monkeypatch
+):
     """Before: `--out .` put the rescue in the parent as a hidden ".rescued-*" folder."""
     out = tmp_path / "here"
     out.mkdir()
@@ -172,12 +177,12 @@ def test_the_rescue_of_out_dot_sits_beside_the_folder_named_after_it(fits, tmp_p
     with outputs.FolderLock("."):
         outputs.lock_path(".").unlink()
         with pytest.raises(pg.CheckpointError, match="here.rescued-"):
-            fits[1][0].save(".")
+            one_seed_fits[1][0].save(".")
     (rescued,) = tmp_path.glob("here.rescued-*")
     assert pg.load(rescued).record["seed"] == 0
 
 
-def test_a_lock_deleted_mid_run_rescues_even_when_another_run_wrote_there(fits, tmp_path):
+def test_a_lock_deleted_mid_run_rescues_even_when_another_run_wrote_there(one_seed_fits, tmp_path):
     """Before: the result check came first, and the first run lost its result to "already holds
     results.json"; its exit also removed the second run's new lock file."""
     out = tmp_path / "o"
@@ -191,7 +196,7 @@ def test_a_lock_deleted_mid_run_rescues_even_when_another_run_wrote_there(fits, 
         (out / "results.json").write_text("{}")  # the other run's result
         try:
             with pytest.raises(pg.CheckpointError, match="rescued"):
-                fits[1][0].save(out)
+                one_seed_fits[1][0].save(out)
         finally:
             first.__exit__(None, None, None)
             other_lock_survives = outputs.lock_path(out).exists()
@@ -280,6 +285,64 @@ def test_the_rescue_folder_of_a_long_output_name_can_be_made(tmp_path):
 
     rescue = outputs.rescue_folder(tmp_path / ("r" * 240))
     assert rescue.is_dir() and rescue.parent == tmp_path and ".rescued-" in rescue.name
+
+
+def test_the_files_written_beside_a_merged_file_are_written_under_its_lock(tmp_path):
+    """Before: the heterophily study read and rewrote its figure's points (`X.depths.npz`)
+    after the merge's lock was released: two studies merging at once lost one's points. The
+    merge now writes them in its `then`, while the lock is held."""
+
+    from policy_gnn_jax.runtime import study_files
+
+    path = tmp_path / "m.json"
+    seen = {}
+
+    def then(merged):
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen["locked"] = False
+        except BlockingIOError:
+            seen["locked"] = True
+        finally:
+            os.close(fd)
+        seen["merged"] = merged
+
+    study_files.merge(path, "a test file", lambda x: isinstance(x, dict),
+                      lambda old: {**old, "a": 1}, then=then)  # fmt: skip
+    assert seen == {"locked": True, "merged": {"a": 1}}
+
+
+def test_the_heterophily_study_writes_its_points_table_and_figure_under_the_lock(
+    experiment, tmp_path, monkeypatch
+):
+    """The study's side files are written inside the merge (the test above), not after it."""
+    import json
+
+    het = experiment("heterophily")
+    results = tmp_path / "r.json"
+    summary = {"texas": json.loads((ROOT / "docs/results/heterophily.json").read_text())
+               ["datasets"]["texas"]}  # fmt: skip
+    locked = []
+
+    def held() -> bool:
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    monkeypatch.setattr(het.figures, "depths_by_structure", lambda *a: locked.append(held()))
+    monkeypatch.setattr(het.heterophily_table, "write", lambda *a: locked.append(held()))
+    args = het.parse_args(["study", "--results-json", str(results),
+                           "--figure", str(tmp_path / "f.png")])  # fmt: skip
+    het.write_results(args, summary, {"texas": np.ones((4, 3))})
+    assert locked == [True, True]
+    with np.load(tmp_path / "r.depths.npz") as z:
+        assert z["texas"].shape == (4, 3)
 
 
 def test_the_output_file_lock_is_released_for_the_next_run_of_the_same_process(tmp_path):

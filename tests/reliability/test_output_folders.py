@@ -15,14 +15,14 @@ from policy_gnn_jax.runtime import checkpoint, files, outputs
 
 
 @pytest.fixture(scope="module")
-def two_fits():
+def two_seed_fits():
     """The toy graph and two two-seed fits of it, seeds 0 and 1."""
     return toy_fits(seeds=2)
 
 
 @pytest.fixture(scope="module")
-def fits():
-    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+def one_seed_fits():
+    """The toy graph and two one-seed one_seed_fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
 
 
@@ -68,11 +68,11 @@ def test_an_out_holding_a_result_is_refused_unless_overwrite(tmp_path, capsys):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # nor inside it
 
 
-def test_output_files_follow_the_umask(two_fits, tmp_path):
+def test_output_files_follow_the_umask(two_seed_fits, tmp_path):
     """Before: every file 0600 whatever the umask (a shared results folder was unreadable)."""
     old = os.umask(0o022)
     try:
-        two_fits[1][0].save(tmp_path / "a")
+        two_seed_fits[1][0].save(tmp_path / "a")
     finally:
         os.umask(old)
     for name in ("results.json", "fit.json", "snapshots.npz", "dataset.npz"):
@@ -102,23 +102,25 @@ def test_overwrite_replaces_the_result_and_keeps_every_other_file(tmp_path):
     assert hidden == [], hidden
 
 
-def test_a_folder_with_a_file_of_a_result_name_is_not_written_without_overwrite(fits, tmp_path):
+def test_a_folder_with_a_file_of_a_result_name_is_not_written_without_overwrite(
+    one_seed_fits, tmp_path
+):
     """Before: a user's own dataset.npz was replaced (no results.json there, so "no result")."""
     (tmp_path / "dataset.npz").write_bytes(b"mine")
     assert run_quick("--out", str(tmp_path)) == 2
     assert (tmp_path / "dataset.npz").read_bytes() == b"mine"
     with pytest.raises(pg.CheckpointError, match="overwrite"):
-        fits[1][0].save(tmp_path)
+        one_seed_fits[1][0].save(tmp_path)
     assert (tmp_path / "dataset.npz").read_bytes() == b"mine"
 
 
-def test_save_into_a_symlinked_folder(fits, tmp_path):
+def test_save_into_a_symlinked_folder(one_seed_fits, tmp_path):
     """Before: NotADirectoryError after training (the folder swap renamed over a symlink)."""
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    fits[1][0].save(tmp_path / "link")
+    one_seed_fits[1][0].save(tmp_path / "link")
     assert (tmp_path / "real" / "fit.json").exists()
-    fits[1][1].save(tmp_path / "link", overwrite=True)
+    one_seed_fits[1][1].save(tmp_path / "link", overwrite=True)
     assert pg.load(tmp_path / "real").record["seed"] == 1
     assert (tmp_path / "link").is_symlink()
 
@@ -233,15 +235,6 @@ def test_a_symlink_loop_as_a_folder_is_named_as_a_loop(tmp_path):
     (tmp_path / "loopB").symlink_to("loopA")
     with pytest.raises(pg.CheckpointError, match="a loop of links"):
         files.check_folder_path(tmp_path / "loopA", "output folder")
-
-
-@pytest.mark.parametrize("out", ["", "   "])
-def test_an_empty_out_is_refused_not_ignored(experiment, capsys, out):
-    """Before: `bench_splits.py --out ""` ran, exited 0 and wrote nothing (an empty path was
-    taken for no --out)."""
-    bench_splits = experiment("bench_splits")
-    assert bench_splits.main(["--out", out, "--splits", "1", "--seeds", "1"]) == 2
-    assert "empty" in capsys.readouterr().err
 
 
 def test_an_out_ending_in_a_slash_names_a_folder_and_is_refused(tmp_path):

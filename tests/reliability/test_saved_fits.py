@@ -19,14 +19,14 @@ import policy_gnn_jax as pg
 
 
 @pytest.fixture(scope="module")
-def two_fits():
+def two_seed_fits():
     """The toy graph and two two-seed fits of it, seeds 0 and 1."""
     return toy_fits(seeds=2)
 
 
 @pytest.fixture(scope="module")
-def fits():
-    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
+def one_seed_fits():
+    """The toy graph and two one-seed one_seed_fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
 
 
@@ -60,8 +60,8 @@ def _loop(tmp_path) -> pathlib.Path:
     return tmp_path / "loopA"
 
 
-def test_fit_save_refuses_to_replace_a_saved_fit(two_fits, tmp_path):
-    ds, (first, second) = two_fits
+def test_fit_save_refuses_to_replace_a_saved_fit(two_seed_fits, tmp_path):
+    ds, (first, second) = two_seed_fits
     first.save(tmp_path / "fit")
     with pytest.raises(pg.CheckpointError, match="overwrite=True"):
         second.save(tmp_path / "fit")
@@ -72,9 +72,9 @@ def test_fit_save_refuses_to_replace_a_saved_fit(two_fits, tmp_path):
     np.testing.assert_array_equal(again.predict(ds.test_index), second.predict(ds.test_index))
 
 
-def test_load_refuses_snapshots_copied_from_another_fit(two_fits, tmp_path):
+def test_load_refuses_snapshots_copied_from_another_fit(two_seed_fits, tmp_path):
     """Before: accepted, and predictions then disagreed with the recorded accuracy."""
-    _, (first, second) = two_fits
+    _, (first, second) = two_seed_fits
     first.save(tmp_path / "a")
     second.save(tmp_path / "b")
     (tmp_path / "a" / "snapshots.npz").write_bytes((tmp_path / "b" / "snapshots.npz").read_bytes())
@@ -83,9 +83,9 @@ def test_load_refuses_snapshots_copied_from_another_fit(two_fits, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
-def test_load_names_a_damaged_file(two_fits, tmp_path, damage):
+def test_load_names_a_damaged_file(two_seed_fits, tmp_path, damage):
     """Before: zipfile.BadZipFile from deep inside numpy."""
-    first = two_fits[1][0]
+    first = two_seed_fits[1][0]
     first.save(tmp_path / "a")
     path = tmp_path / "a" / "snapshots.npz"
     raw = bytearray(path.read_bytes())
@@ -98,17 +98,17 @@ def test_load_names_a_damaged_file(two_fits, tmp_path, damage):
         pg.load(tmp_path / "a")
 
 
-def test_load_of_a_fit_json_that_is_not_an_object(two_fits, tmp_path):
-    two_fits[1][0].save(tmp_path / "a")
+def test_load_of_a_fit_json_that_is_not_an_object(two_seed_fits, tmp_path):
+    two_seed_fits[1][0].save(tmp_path / "a")
     (tmp_path / "a" / "fit.json").write_text("[1, 2]")
     with pytest.raises(pg.CheckpointError, match="fit.json"):
         pg.load(tmp_path / "a")
 
 
 @pytest.mark.parametrize("files", [{}, [], {"results.json": "0" * 64}])
-def test_a_manifest_that_lists_less_is_refused(fits, tmp_path, files):
+def test_a_manifest_that_lists_less_is_refused(one_seed_fits, tmp_path, files):
     """Before: "files": {} made load trust any snapshots.npz."""
-    fits[1][0].save(tmp_path / "f")
+    one_seed_fits[1][0].save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     meta["files"] = files
     (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
@@ -128,8 +128,8 @@ def test_a_manifest_that_lists_less_is_refused(fits, tmp_path, files):
         lambda m: m["config"].update(q_hidden="32"),
     ],
 )
-def test_a_hand_edited_fit_json_is_named(fits, tmp_path, change):
-    fits[1][0].save(tmp_path / "f")
+def test_a_hand_edited_fit_json_is_named(one_seed_fits, tmp_path, change):
+    one_seed_fits[1][0].save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     change(meta)
     (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
@@ -138,9 +138,9 @@ def test_a_hand_edited_fit_json_is_named(fits, tmp_path, change):
     assert "snapshots.npz is damaged" not in str(err.value)
 
 
-def test_a_manifest_is_required_from_the_format_that_writes_one(fits, tmp_path):
+def test_a_manifest_is_required_from_the_format_that_writes_one(one_seed_fits, tmp_path):
     """Before: removing "files" from fit.json passed as a fit saved before manifests."""
-    fits[1][0].save(tmp_path / "f")
+    one_seed_fits[1][0].save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     meta.pop("files")
     (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))

@@ -2,7 +2,6 @@
 reads, is one clear error or warning up front."""
 
 import dataclasses
-import json
 import os
 import pathlib
 import subprocess
@@ -11,7 +10,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from reliability_helpers import TWO_EPISODE_CONFIG, run_quick
+from reliability_helpers import TWO_EPISODE_CONFIG, path_graph_arrays, run_quick
 from test_heterophily import HETEROPHILY_DIR
 
 import policy_gnn_jax as pg
@@ -25,14 +24,22 @@ def _warnings(capsys, *argv):
 
 
 @pytest.fixture(scope="module")
-def csbm():
-    return pg.load_dataset("csbm", num_nodes=1600)
+def path_graph():
+    features, edges, labels, splits = path_graph_arrays()
+    return pg.from_arrays(features, edges, labels, **splits, symmetrise=True)
 
 
 # Texas's first split, the cheapest method: a real benchmark file in a few seconds.
 HETEROPHILY = str(HETEROPHILY_DIR)
 TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
              "--no-progress"]  # fmt: skip
+
+
+def test_the_fault_injection_variable_is_named_when_wrong(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("POLICY_GNN_KILL_AFTER_CHECKPOINTS", "soon")
+    code = run_quick("--out", str(tmp_path / "o"), "--checkpoint-dir", str(tmp_path / "c"))
+    err = capsys.readouterr().err
+    assert code == 2 and "POLICY_GNN_KILL_AFTER_CHECKPOINTS" in err
 
 
 def test_set_backbone_gets_that_backbones_preset():
@@ -123,15 +130,9 @@ def test_data_flags_that_are_not_used_are_said(capsys, argv, flag):
     assert flag in capsys.readouterr().err
 
 
-def test_numpy_integer_seeds_are_taken_as_integers(csbm):
-    """Before: the run trained to the end, then failed to write its record (np.int64 is not
-    JSON), and no Fit came back."""
-    fit = pg.fit(csbm, pg.Config.tiny(epochs=2), method="gcn", seeds=np.int64(1),
-                 seed=np.int64(5), progress=False)  # fmt: skip
-    assert (fit.record["seed"], fit.record["seeds"]) == (5, 1)
-    json.dumps(fit.record)
-    with pytest.raises(pg.ConfigError, match="seed must be a whole number"):
-        pg.fit(csbm, pg.Config.tiny(epochs=2), method="gcn", seeds=1, seed=True, progress=False)
+def test_the_decoupled_options_message_fits_a_set_backbone():
+    with pytest.raises(pg.ConfigError, match="with no --set backbone= naming another"):
+        pg.Config(ego_head=True)
 
 
 def test_the_selection_half_holds_both_classes_under_roc_auc():
@@ -144,6 +145,27 @@ def test_the_selection_half_holds_both_classes_under_roc_auc():
         assert sorted(arranged.tolist()) == list(range(20))
         for cut in (8, 10, 12):  # each half keeps a positive (its expected share is >= 0.8)
             assert labels[arranged[:cut]].sum() >= 1 and labels[arranged[cut:]].sum() >= 1
+
+
+def test_devices_zero_names_the_flag(tmp_path):
+    """Before: "devices must be None or a whole number >= 1": None is not a flag's value."""
+    done = subprocess.run(
+        [sys.executable, "-m", "policy_gnn_jax.cli", "--dataset", "csbm", "--devices", "0",
+         "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == "error: --devices must be >= 1, got 0."
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_audit_is_refused_under_roc_auc(path_graph):
+    """Before: audit.honest_test_accuracy held the ROC AUC beside an accuracy."""
+    two_class = dataclasses.replace(path_graph, metric="roc_auc")
+    with pytest.raises(pg.ConfigError, match="audit reproduces the released code's accuracy"):
+        pg.fit(
+            two_class, dataclasses.replace(TWO_EPISODE_CONFIG, audit=True), seeds=1, progress=False
+        )
 
 
 def test_a_flag_the_method_ignores_is_warned_about_and_not_applied(tmp_path, capsys):

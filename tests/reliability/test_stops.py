@@ -28,10 +28,10 @@ sys.path.insert(0, sys.argv[2])
 import policy_gnn_jax as pg
 from reliability_helpers import toy_graph
 ds = toy_graph()
-fits = [pg.fit(ds, pg.Config.tiny(epochs=3), method="gcn", seeds=1, seed=s, progress=False)
+one_seed_fits = [pg.fit(ds, pg.Config.tiny(epochs=3), method="gcn", seeds=1, seed=s, progress=False)
         for s in (0, 1)]
 out = sys.argv[1]
-fits[0].save(out)
+one_seed_fits[0].save(out)
 real_replace = os.replace
 def replace_with_a_signal(src, dst):
     if ".staging-" not in str(dst):  # a rename into the final folder: mid-publish
@@ -39,7 +39,7 @@ def replace_with_a_signal(src, dst):
     return real_replace(src, dst)
 os.replace = replace_with_a_signal
 try:
-    fits[1].save(out, overwrite=True)
+    one_seed_fits[1].save(out, overwrite=True)
     print("no interrupt")
 except KeyboardInterrupt:
     os.replace = real_replace
@@ -271,6 +271,31 @@ def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, m
     assert not (tmp_path / "sw" / "results.json").exists()
     split0 = json.loads((tmp_path / "sw" / "split-0" / "results.json").read_text())
     assert split0["config"]["epochs"] == 3
+
+
+@pytest.mark.parametrize("script", ["experiments/reproduce.py", "experiments/heterophily.py"])
+@pytest.mark.parametrize(("signum", "code"), [(2, 130), (15, 143)])
+def test_a_stop_while_a_script_starts_is_one_line(tmp_path, script, signum, code):
+    """Before: a KeyboardInterrupt traceback from inside JAX's imports for Ctrl-C, and no line
+    at all for SIGTERM (the process died of the signal)."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    what, name = ("table", "cora") if "reproduce" in script else ("study", "texas")
+    argv = [sys.executable, script, what, "--datasets", name, "--out", str(tmp_path / "o")]
+    child = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    time.sleep(0.4)  # the package is imported, JAX is loading
+    child.send_signal(signum)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == code, err
+    assert err.strip() == "error: interrupted while starting; nothing was run."
+    assert out == "" and not (tmp_path / "o").exists()
 
 
 def test_a_stop_inside_a_finaliser_is_noted_not_raised():

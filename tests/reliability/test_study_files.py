@@ -2,9 +2,7 @@
 merging at once both land, and a file of another shape is refused before any work."""
 
 import argparse
-import fcntl
 import json
-import os
 import pathlib
 import threading
 import time
@@ -12,6 +10,7 @@ import time
 import numpy as np
 import pytest
 from conftest import _experiment
+from reliability_helpers import run_python
 from test_heterophily import HETEROPHILY_DIR, _need
 
 import policy_gnn_jax as pg
@@ -76,6 +75,17 @@ def _loop(tmp_path) -> pathlib.Path:
     (tmp_path / "loopA").symlink_to(tmp_path / "loopB")
     (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
     return tmp_path / "loopA"
+
+
+def test_an_ablation_file_that_is_no_object_is_refused_before_the_sweeps(tmp_path):
+    """Before: the whole sweep ran, then `AttributeError: 'list' object has no attribute
+    'update'`."""
+    path = tmp_path / "a.json"
+    path.write_text("[1]")
+    done = run_python("experiments/adaptive_depth.py", "ablate", "--datasets", "csbm", "--seeds",
+                   "1", "--ablation-json", str(path), "--out", str(tmp_path / "o"))  # fmt: skip
+    assert done.returncode == 2 and "a.json" in done.stderr, done.stderr
+    assert not (tmp_path / "o" / "csbm").exists()
 
 
 def test_a_merged_entry_is_replaced_only_by_the_same_or_when_asked(tmp_path):
@@ -232,32 +242,6 @@ def test_the_adaptive_depth_table_takes_no_run_of_another_graph_of_the_same_name
     assert "data" in adaptive._mismatch(record, "gcn", 1, small_dataset)
     record["dataset_fingerprint"] = small_dataset.fingerprint()
     assert adaptive._mismatch(record, "gcn", 1, small_dataset) is None
-
-
-def test_the_files_written_beside_a_merged_file_are_written_under_its_lock(tmp_path):
-    """Before: the heterophily study read and rewrote its figure's points (`X.depths.npz`)
-    after the merge's lock was released: two studies merging at once lost one's points. The
-    merge now writes them in its `then`, while the lock is held."""
-
-    from policy_gnn_jax.runtime import study_files
-
-    path = tmp_path / "m.json"
-    seen = {}
-
-    def then(merged):
-        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            seen["locked"] = False
-        except BlockingIOError:
-            seen["locked"] = True
-        finally:
-            os.close(fd)
-        seen["merged"] = merged
-
-    study_files.merge(path, "a test file", lambda x: isinstance(x, dict),
-                      lambda old: {**old, "a": 1}, then=then)  # fmt: skip
-    assert seen == {"locked": True, "merged": {"a": 1}}
 
 
 @pytest.mark.parametrize("command, report", [("table", "table3"), ("ablations", "ablations")])

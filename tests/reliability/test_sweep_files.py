@@ -1,7 +1,6 @@
 """Sweeps over splits: their arguments, saved splits reused only when made alike, and damaged
 or stopped sweeps named with the fix."""
 
-import dataclasses
 import json
 
 import numpy as np
@@ -36,15 +35,6 @@ def _uneven_benchmark(path):
     arrays["train_masks"][2, moved] = False
     np.savez(path, **arrays)
     return path
-
-
-def test_roc_auc_needs_both_classes_in_every_split():
-    """Before: a test split of one class recorded a ROC AUC of 0.5."""
-    ds = data.make_csbm(num_nodes=1600, num_classes=2, seed=1)
-    labels = ds.labels.copy()
-    labels[ds.test_index] = 0
-    with pytest.raises(pg.InvalidDatasetError, match="the test nodes are all of class 0"):
-        dataclasses.replace(ds, labels=labels, metric="roc_auc")
 
 
 def test_splits_with_overwrite_over_a_single_fit_leaves_no_stale_fit(tmp_path):
