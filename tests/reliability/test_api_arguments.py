@@ -17,7 +17,7 @@ from policy_gnn_jax.data.generators import make_csbm, make_planted_depth
 
 @pytest.fixture(scope="module")
 def one_seed_fits():
-    """The toy graph and two one-seed one_seed_fits of it, seeds 0 and 1."""
+    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
 
 

@@ -26,7 +26,7 @@ def two_seed_fits():
 
 @pytest.fixture(scope="module")
 def one_seed_fits():
-    """The toy graph and two one-seed one_seed_fits of it, seeds 0 and 1."""
+    """The toy graph and two one-seed fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
 
 

@@ -28,10 +28,10 @@ sys.path.insert(0, sys.argv[2])
 import policy_gnn_jax as pg
 from reliability_helpers import toy_graph
 ds = toy_graph()
-one_seed_fits = [pg.fit(ds, pg.Config.tiny(epochs=3), method="gcn", seeds=1, seed=s, progress=False)
+fits = [pg.fit(ds, pg.Config.tiny(epochs=3), method="gcn", seeds=1, seed=s, progress=False)
         for s in (0, 1)]
 out = sys.argv[1]
-one_seed_fits[0].save(out)
+fits[0].save(out)
 real_replace = os.replace
 def replace_with_a_signal(src, dst):
     if ".staging-" not in str(dst):  # a rename into the final folder: mid-publish
@@ -39,7 +39,7 @@ def replace_with_a_signal(src, dst):
     return real_replace(src, dst)
 os.replace = replace_with_a_signal
 try:
-    one_seed_fits[1].save(out, overwrite=True)
+    fits[1].save(out, overwrite=True)
     print("no interrupt")
 except KeyboardInterrupt:
     os.replace = real_replace
