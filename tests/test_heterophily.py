@@ -19,6 +19,9 @@ from policy_gnn_jax.data import heterophily
 HETEROPHILY_DIR = pathlib.Path(
     os.environ.get("POLICY_GNN_HETEROPHILY_DATA", ROOT.parent / "shared" / "data" / "heterophily")
 )
+# The cheapest real-data run: Texas (183 nodes), a 2-layer GCN, one seed.
+TEXAS_GCN = ["--dataset", "texas", "--data-dir", str(HETEROPHILY_DIR), "--method", "gcn",
+             "--seeds", "1", "--no-progress"]  # fmt: skip
 
 # From the table in docs/usage.md (Heterophilous benchmarks), which states the data's own
 # documentation: nodes, features, classes, undirected edges,

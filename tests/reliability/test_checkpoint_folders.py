@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 from reliability_helpers import TINY_RUN, run_python, run_quick, toy_fits, toy_graph
-from test_heterophily import HETEROPHILY_DIR
+from test_heterophily import TEXAS_GCN
 from test_processes import COMMAND, _flags, _launch
 
 import policy_gnn_jax as pg
@@ -31,12 +31,6 @@ def checkpointed(small_dataset, tmp_path_factory):
     fit = pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=folder,
                  checkpoint_every=1)  # fmt: skip
     return folder, config, fit
-
-
-# Texas's first split, the cheapest method: a real benchmark file in a few seconds.
-HETEROPHILY = str(HETEROPHILY_DIR)
-TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
-             "--no-progress"]  # fmt: skip
 
 
 def _last_error(capsys) -> str:

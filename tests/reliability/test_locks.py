@@ -11,6 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 from reliability_helpers import (
+    HOLDER,
     ROOT,
     hold_lock,
     hold_output_file_lock,
@@ -31,15 +32,6 @@ from policy_gnn_jax.runtime import checkpoint, files, outputs
 def one_seed_fits():
     """The toy graph and two one-seed fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
-
-
-HOLDER_SNIPPET = (
-    "import sys, time\n"
-    "from policy_gnn_jax.runtime import outputs\n"
-    "with outputs.FolderLock(sys.argv[1]):\n"
-    "    print('held', flush=True)\n"
-    "    time.sleep(60)\n"
-)
 
 
 def test_a_folder_another_run_writes_is_refused_naming_it(tmp_path, capsys):
@@ -189,9 +181,7 @@ def test_a_lock_deleted_mid_run_rescues_even_when_another_run_wrote_there(one_se
     # A second run's lock and result appear after the first run's lock file was deleted.
     with outputs.FolderLock(out) as first:
         outputs.lock_path(out).unlink()
-        other = subprocess.Popen(
-            [sys.executable, "-c", HOLDER_SNIPPET, str(out)], stdout=subprocess.PIPE
-        )
+        other = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE)
         assert other.stdout.readline().strip() == b"held"
         (out / "results.json").write_text("{}")  # the other run's result
         try:

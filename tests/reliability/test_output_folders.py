@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 from reliability_helpers import TINY_RUN, run_quick, toy_fits
-from test_heterophily import HETEROPHILY_DIR
+from test_heterophily import TEXAS_GCN
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -24,12 +24,6 @@ def two_seed_fits():
 def one_seed_fits():
     """The toy graph and two one-seed fits of it, seeds 0 and 1."""
     return toy_fits(seeds=1)
-
-
-# Texas's first split, the cheapest method: a real benchmark file in a few seconds.
-HETEROPHILY = str(HETEROPHILY_DIR)
-TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
-             "--no-progress"]  # fmt: skip
 
 
 def _last_error(capsys) -> str:

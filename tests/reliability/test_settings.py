@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 from reliability_helpers import TWO_EPISODE_CONFIG, path_graph_arrays, run_quick
-from test_heterophily import HETEROPHILY_DIR
+from test_heterophily import TEXAS_GCN
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -27,12 +27,6 @@ def _warnings(capsys, *argv):
 def path_graph():
     features, edges, labels, splits = path_graph_arrays()
     return pg.from_arrays(features, edges, labels, **splits, symmetrise=True)
-
-
-# Texas's first split, the cheapest method: a real benchmark file in a few seconds.
-HETEROPHILY = str(HETEROPHILY_DIR)
-TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
-             "--no-progress"]  # fmt: skip
 
 
 def test_the_fault_injection_variable_is_named_when_wrong(tmp_path, capsys, monkeypatch):

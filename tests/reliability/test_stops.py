@@ -12,7 +12,7 @@ import time
 
 import pytest
 from reliability_helpers import QUICK, ROOT, toy_graph
-from test_heterophily import HETEROPHILY_DIR
+from test_heterophily import TEXAS_GCN
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -57,12 +57,6 @@ def _child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def _args(*argv):
     return cli.build_parser().parse_args(list(argv))
-
-
-# Texas's first split, the cheapest method: a real benchmark file in a few seconds.
-HETEROPHILY = str(HETEROPHILY_DIR)
-TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
-             "--no-progress"]  # fmt: skip
 
 
 @pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

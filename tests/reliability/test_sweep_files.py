@@ -6,16 +6,11 @@ import json
 import numpy as np
 import pytest
 from reliability_helpers import texas_split_with_boundary
-from test_heterophily import HETEROPHILY_DIR, _need
+from test_heterophily import HETEROPHILY_DIR, TEXAS_GCN, _need
 from test_splits import _argv, _benchmark_file
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli, data, split_sweep
-
-# Texas's first split, the cheapest method: a real benchmark file in a few seconds.
-HETEROPHILY = str(HETEROPHILY_DIR)
-TEXAS_GCN = ["--dataset", "texas", "--data-dir", HETEROPHILY, "--method", "gcn", "--seeds", "1",
-             "--no-progress"]  # fmt: skip
 
 
 def _last_error(capsys) -> str:
