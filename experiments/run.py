@@ -17,13 +17,13 @@ _received = []
 _held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _previous = {s: signal.signal(s, lambda signum, frame: _received.append(signum)) for s in _held}
 try:
-    from policy_gnn_jax.cli import launch
+    from policy_gnn_jax.cli import launch, stopped_status
 finally:
     for _s, _handler in _previous.items():
         signal.signal(_s, _handler)
 if _received:
     print("error: interrupted while starting; nothing was run.", file=sys.stderr)
-    sys.exit(130 if _received[0] == signal.SIGINT else 143)
+    sys.exit(stopped_status(_received[0]))
 
 if __name__ == "__main__":
     sys.exit(launch())

@@ -14,6 +14,13 @@ import signal
 import sys
 
 
+def stopped_status(signum: int) -> int:
+    """The exit status of a command a signal stopped: 130 for a Ctrl-C (SIGINT), 143 for the
+    signals that end a run (SIGTERM, and a closed terminal's SIGHUP or a SIGQUIT alike), the same
+    while starting as during a run."""
+    return 130 if signum == signal.SIGINT else 143
+
+
 def launch() -> int:
     """The installed `policy-gnn` command: imports the command, then runs it.
 
@@ -31,7 +38,7 @@ def launch() -> int:
             signal.signal(s, handler)
     if received:
         print("error: interrupted while starting; nothing was run.", file=sys.stderr)
-        return 128 + received[0]
+        return stopped_status(received[0])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

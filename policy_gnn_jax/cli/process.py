@@ -16,7 +16,7 @@ import threading
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
-from policy_gnn_jax.cli import starting
+from policy_gnn_jax.cli import starting, stopped_status
 from policy_gnn_jax.runtime import checkpoint, files, processes, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
@@ -64,7 +64,7 @@ def exit_status(command, *args, saves: bool = True, folders=()) -> int:
     held = starting.release()
     if held is not None:  # a stop while the script's imports loaded
         print("error: interrupted while starting; nothing was run.", file=sys.stderr)
-        return 128 + held
+        return stopped_status(held)
     made = files.absent_folders(folders)
     files.FOLDERS_MADE.clear()  # those the command makes for its outputs join `made`
     with guarded():
