@@ -209,7 +209,9 @@ def bench_kernels(name: str, ds, cfg, hops, args) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, default=4)

@@ -65,7 +65,9 @@ def median_ms(fn, params, repeats: int) -> float:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--dataset", default="cora")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--hidden", type=int, default=16)

@@ -31,7 +31,9 @@ GRID = {
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--data-dir", default=None)

@@ -106,7 +106,7 @@ Generated graphs: --csbm-nodes, --csbm-homophily, --csbm-seed, --csbm-features, 
 Offline: --no-download never downloads a missing file.
 Splits: --split-map map (default: --splits as one program, each split bit-identical to a run of
   its own), vmap (the splits batched, for accelerators) or apart (each compiled on its own).
-Checkpoints: --checkpoint-every N chunks of --set episodes_per_call episodes (10).
+Checkpoints: every --checkpoint-every N (5) chunks of --set episodes_per_call (10) episodes.
 Several processes: --coordinator HOST:PORT --num-processes N --process-id I (docs/scale.md).
 """
 

@@ -1,11 +1,12 @@
-"""Regenerate the paper's Table 3 (with the audit), the ablations, Figures 1, 3 and 4, and the
-planted-depth benchmark.
+"""Regenerate the paper's Table 3 (with the audit), the ablations, Figures 1, 3 and 4, the
+planted-depth benchmark and the headroom analysis.
 
   python experiments/reproduce.py table    # runs what is missing, writes table3.md / table3.json
   python experiments/reproduce.py ablations --datasets cora citeseer
   python experiments/reproduce.py figures  # fig3_depths.png, fig4_val_curves.png from those runs
   python experiments/reproduce.py fig1 --dataset cora --seeds 100
   python experiments/reproduce.py planted --seeds 5 --episodes 200
+  python experiments/reproduce.py headroom --datasets cora citeseer
 
 Every run is one seed sweep (vmapped; `--seed-mode map`: one seed after another) saved as
 <out>/<dataset>/<run>/results.json; a run whose saved config, seed count and seed mode match is
@@ -70,8 +71,13 @@ def main(argv=None) -> int:
     )
     p.add_argument("what", choices=["table", "ablations", "figures", "fig1", "planted", "headroom"])
     p.add_argument("--dataset", default=DEFAULTS["--dataset"], help="fig1: the dataset")
-    p.add_argument("--datasets", nargs="+", default=DEFAULTS["--datasets"])
-    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        default=DEFAULTS["--datasets"],
+        help="default: cora citeseer pubmed",
+    )
+    p.add_argument("--seeds", type=int, default=10, help="seeds per run (default: 10)")
     p.add_argument("--episodes", type=int, default=None, help="default: the preset's (1000)")
     p.add_argument(
         "--preset", choices=["paper", "tiny"], default="paper", help="tiny: a smoke run only"
@@ -86,8 +92,9 @@ def main(argv=None) -> int:
         "--backbone",
         default="gcn",
         choices=config_lib.BACKBONES,
-        help="gcn: the paper's shared GCN; gcn-readout: the structure of the results published "
-        "the legacy structure; decoupled: MLP then propagation",
+        help="gcn: the paper's shared GCN; gcn-readout: the legacy readout structure (hidden "
+        "propagations, then a linear readout: the tables published first); decoupled: MLP then "
+        "propagation",
     )
     p.add_argument(
         "--seed-mode",
