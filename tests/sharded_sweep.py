@@ -14,6 +14,7 @@ VARIANTS = [
     ("policy-gnn", "full", "map"),
     ("policy-gnn", "subgraph", "map"),
     ("policy-gnn", "full", "vmap"),
+    ("gcn", "full", "map"),
 ]
 FIELDS = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "test_depths", "best_epoch")
 

@@ -25,7 +25,7 @@ def sweeps():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("variant", ["policy-gnn/full", "policy-gnn/subgraph"])
+@pytest.mark.parametrize("variant", ["policy-gnn/full", "policy-gnn/subgraph", "gcn/full"])
 def test_mapped_seeds_on_eight_devices_are_bit_identical_to_one_device(sweeps, variant):
     assert sweeps["sharded_over"] == 8
     runs = sweeps[f"{variant}/map"]

@@ -1,6 +1,6 @@
 """The agent interface: the meta-policy that picks each node's depth, as pure functions.
 
-The MDP loop (`train.mdp_step`) reads as `act -> env.step -> learn -> keep_best` and only calls
+The MDP loop (`mdp/loop.py`) reads as `act -> env.step -> learn -> keep_best` and only calls
 these functions, so a new RL algorithm is one new module returning an `Agent`; the loop does not
 change. `dqn.dqn_agent` is the paper's Double DQN; `random_agent` is the random-policy baseline.
 

@@ -1,9 +1,10 @@
 """The backbone interface: a GNN whose every depth 1..K comes out of one forward pass.
 
-The MDP loop (`env`, `train`) and the fixed-depth baseline only call these pure functions, so a
-new GNN is one new module that returns a `Backbone`; the loop does not change. This module holds
-the interface and the two shared-GCN backbones; `backbones.make_backbone` builds the one a config
-names.
+The MDP loop (`mdp/env.py`, `mdp/loop.py`) and the fixed-depth baseline only call these pure
+functions, so a new GNN is one new module that returns a `Backbone`; the loop does not change.
+This module holds the interface and the helpers that turn a Flax model into one; the backbones
+are `gcn.py`, `readout.py` and `decoupled.py`, and `backbones.make_backbone` builds the one a
+config names.
 """
 
 from __future__ import annotations
