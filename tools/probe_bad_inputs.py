@@ -28,7 +28,9 @@ from policy_gnn_jax.runtime import checkpoint
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data-dir", required=True, help="the Planetoid folder (Cora is used)")
     p.add_argument("--out", default="results/probes")
     p.add_argument(
