@@ -1,6 +1,7 @@
-"""Shared fixtures. Tests never download: the loader is forced offline, and the Planetoid folder
-is found through the same variable the loader reads ($POLICY_GNN_DATA), by default the shared
-copy beside the project."""
+"""Shared fixtures. Tests never download: the loader is forced offline. Every test runs on graphs
+the tests make, except those marked `benchmark_data`, which read the real benchmark files from the
+folders the loaders read ($POLICY_GNN_DATA for Planetoid, $POLICY_GNN_HETEROPHILY_DATA for the
+heterophilous graphs) and skip, with one line saying so, where those are not set."""
 
 import atexit
 import importlib.util
@@ -41,7 +42,6 @@ def _share_compiled_programs() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
-os.environ.setdefault("POLICY_GNN_DATA", str(ROOT.parent / "shared" / "data" / "planetoid"))
 os.environ["POLICY_GNN_OFFLINE"] = "1"
 # On a GPU, JAX takes 75 % of its memory at start; the CLI tests start further JAX processes
 # beside this one, which would then find too little left. Allocate as needed instead.
@@ -63,11 +63,57 @@ _share_compiled_programs()  # after XLA_FLAGS: it starts the backend
 from policy_gnn_jax import config as config_lib  # noqa: E402  (after the variables above)
 from policy_gnn_jax import data, graph  # noqa: E402
 
-PLANETOID_DIR = pathlib.Path(os.environ["POLICY_GNN_DATA"])
 
 
-def planetoid_available(name: str) -> bool:
-    return all((PLANETOID_DIR / f"ind.{name}.{s}").is_file() for s in data.RAW_SUFFIXES)
+def _data_folder(variable: str) -> pathlib.Path | None:
+    value = os.environ.get(variable)
+    return pathlib.Path(value) if value else None
+
+
+PLANETOID_DIR = _data_folder("POLICY_GNN_DATA")
+HETEROPHILY_DIR = _data_folder("POLICY_GNN_HETEROPHILY_DATA")
+HETEROPHILY_FILES = {
+    "actor": "actor.npz",
+    "chameleon-filtered": "chameleon_filtered.npz",
+    "cornell": "cornell.npz",
+    "minesweeper": "minesweeper.npz",
+    "texas": "texas.npz",
+    "wisconsin": "wisconsin.npz",
+}
+# The cheapest real-data run: Texas (183 nodes), a 2-layer GCN, one seed.
+TEXAS_GCN = ["--dataset", "texas", "--data-dir", str(HETEROPHILY_DIR), "--method", "gcn",
+             "--seeds", "1", "--no-progress"]  # fmt: skip
+
+
+def _benchmark_files(name: str) -> tuple[pathlib.Path | None, str, list[str]]:
+    """(folder, its variable, file names) of a benchmark: a Planetoid name, "pubmed-seven"
+    (PubMed without `allx`), or a heterophilous graph's name."""
+    if name in HETEROPHILY_FILES:
+        return HETEROPHILY_DIR, "POLICY_GNN_HETEROPHILY_DATA", [HETEROPHILY_FILES[name]]
+    suffixes = data.RAW_SUFFIXES
+    if name == "pubmed-seven":
+        name, suffixes = "pubmed", [s for s in suffixes if s != "allx"]
+    return PLANETOID_DIR, "POLICY_GNN_DATA", [f"ind.{name}.{s}" for s in suffixes]
+
+
+def benchmark_available(name: str) -> bool:
+    folder, _, files = _benchmark_files(name)
+    return folder is not None and all((folder / f).is_file() for f in files)
+
+
+def need(*names: str) -> None:
+    """Skips the calling test, in one line naming the variable to set, unless every named
+    benchmark's files are there."""
+    for name in names:
+        if not benchmark_available(name):
+            folder, variable, _ = _benchmark_files(name)
+            where = f"not in {folder}" if folder else f"${variable} is not set"
+            pytest.skip(f"needs the {name} files ({where}): set {variable} to their folder")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("benchmark_data"):
+        need(*mark.args)
 
 
 @pytest.fixture
@@ -104,15 +150,13 @@ def tiny_config():
 
 @pytest.fixture(scope="session")
 def cora():
-    if not planetoid_available("cora"):
-        pytest.skip(f"Cora raw files not in {PLANETOID_DIR}")
+    need("cora")
     return data.load_planetoid("cora", download=False)
 
 
 @pytest.fixture(scope="session")
 def citeseer():
-    if not planetoid_available("citeseer"):
-        pytest.skip(f"CiteSeer raw files not in {PLANETOID_DIR}")
+    need("citeseer")
     return data.load_planetoid("citeseer", download=False)
 
 
@@ -121,9 +165,8 @@ def pubmed_stand_in(tmp_path_factory):
     """A folder with the seven real PubMed files plus a generated `ind.pubmed.allx` (the real x as
     its first 60 rows, random sparse rows after), and that file's SHA-256. Only allx is missing
     here, so everything else PubMed's path does is real."""
+    need("pubmed-seven")
     names = [f"ind.pubmed.{s}" for s in data.RAW_SUFFIXES if s != "allx"]
-    if not all((PLANETOID_DIR / n).exists() for n in names):
-        pytest.skip(f"the seven PubMed raw files are not in {PLANETOID_DIR}")
     folder = tmp_path_factory.mktemp("pubmed")
     for n in names:
         shutil.copy(PLANETOID_DIR / n, folder / n)

@@ -99,6 +99,7 @@ def test_test_rows_follow_test_index(cora):
     np.testing.assert_allclose(cora.features[order].toarray(), want, rtol=1e-6)
 
 
+@pytest.mark.benchmark_data("pubmed-seven")
 def test_pubmed_missing_allx_is_a_clear_error():
     if (PLANETOID_DIR / "ind.pubmed.allx").exists():
         pytest.skip("ind.pubmed.allx is present here")

@@ -9,19 +9,12 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import HETEROPHILY_DIR, ROOT, need
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.data import heterophily
 
-# The shared copy beside the project, or wherever $POLICY_GNN_HETEROPHILY_DATA points.
-HETEROPHILY_DIR = pathlib.Path(
-    os.environ.get("POLICY_GNN_HETEROPHILY_DATA", ROOT.parent / "shared" / "data" / "heterophily")
-)
-# The cheapest real-data run: Texas (183 nodes), a 2-layer GCN, one seed.
-TEXAS_GCN = ["--dataset", "texas", "--data-dir", str(HETEROPHILY_DIR), "--method", "gcn",
-             "--seeds", "1", "--no-progress"]  # fmt: skip
 
 # From the table in docs/usage.md (Heterophilous benchmarks), which states the data's own
 # documentation: nodes, features, classes, undirected edges,
@@ -35,11 +28,6 @@ README = {
     "cornell": (183, 1703, 5, 277, 0.12, (87, 59, 37)),
 }
 FILES = {name: name.replace("-", "_") + ".npz" for name in README}
-
-
-def _need(filename):
-    if not (HETEROPHILY_DIR / filename).is_file():
-        pytest.skip(f"{filename} not in {HETEROPHILY_DIR}")
 
 
 # A 6-node graph, written by hand: edges stored once, plus a self-loop and a repeated edge
@@ -120,17 +108,16 @@ def test_malformed_files_are_named(tmp_path):
         data.load_heterophily(_save(tmp_path / "e.npz", **none))
 
 
-def test_pinned_checksums_are_those_of_the_shared_folder():
-    _need("SHA256SUMS")
-    lines = (HETEROPHILY_DIR / "SHA256SUMS").read_text().split("\n")
-    sums = {f: h for h, f in (line.split() for line in lines if line.strip())}
+@pytest.mark.benchmark_data(*README)
+def test_pinned_checksums_are_those_of_the_real_files():
+    sums = {f: data.sha256_of(HETEROPHILY_DIR / f) for f in FILES.values()}
     assert heterophily.HETEROPHILY_SHA256 == sums
     assert sorted(heterophily.HETEROPHILY_FILES.values()) == sorted(sums)
 
 
 @pytest.mark.parametrize("name", list(README))
 def test_real_file_matches_the_readme(name):
-    _need(FILES[name])
+    need(name)
     nodes, features, classes, undirected, homophily, sizes = README[name]
     ds = data.load_dataset(name, data_dir=HETEROPHILY_DIR, download=False)
     assert ds.name == name and ds.source == str(HETEROPHILY_DIR.absolute())
@@ -146,7 +133,7 @@ def test_real_file_matches_the_readme(name):
 
 @pytest.mark.parametrize("name", list(README))
 def test_every_split_loads(name):
-    _need(FILES[name])
+    need(name)
     assert heterophily.num_splits(name) == 10
     raw = np.load(HETEROPHILY_DIR / FILES[name])
     for split in range(10):
@@ -157,7 +144,7 @@ def test_every_split_loads(name):
 
 
 def test_corrupted_file_is_refused_by_hash(tmp_path):
-    _need("texas.npz")
+    need("texas")
     copy = tmp_path / "texas.npz"
     shutil.copy(HETEROPHILY_DIR / "texas.npz", copy)
     copy.chmod(0o644)
@@ -181,7 +168,7 @@ def test_split_out_of_range_is_refused(split):
 
 
 def test_data_dir_does_not_fall_back_to_the_environment(tmp_path, monkeypatch):
-    _need("texas.npz")
+    need("texas")
     monkeypatch.setenv("POLICY_GNN_DATA", str(HETEROPHILY_DIR))
     empty_cache = tmp_path / "cache"
     # Without data_dir, $POLICY_GNN_DATA is where texas is found ...
@@ -197,7 +184,7 @@ def test_data_dir_does_not_fall_back_to_the_environment(tmp_path, monkeypatch):
 
 
 def test_cache_is_searched_and_offline_means_no_download(tmp_path, monkeypatch):
-    _need("cornell.npz")
+    need("cornell")
     monkeypatch.delenv("POLICY_GNN_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cache = tmp_path / "policy_gnn_jax" / "heterophily"
@@ -237,7 +224,7 @@ def test_the_command_runs_the_split_asked_and_records_it(tmp_path, capsys):
 
     from policy_gnn_jax import cli
 
-    _need("texas.npz")
+    need("texas")
     argv = ["--dataset", "texas", "--split", "3", "--data-dir", str(HETEROPHILY_DIR), "--method"]
     argv += ["gcn", "--epochs", "2", "--seeds", "1", "--no-progress", "--out", str(tmp_path / "o")]
     assert cli.main(argv) == 0

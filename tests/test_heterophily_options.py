@@ -7,7 +7,7 @@ import os
 import pathlib
 
 import pytest
-from test_heterophily import _need
+from conftest import need
 from test_heterophily_study import NO_POLICIES, _study
 
 FLAGS = " ".join(os.environ.get("XLA_FLAGS", "").split()) or None  # the runs' (conftest's)
@@ -33,7 +33,7 @@ def test_options_scores_a_new_combination_beside_the_ones_scored_before(tmp_path
     """Before: `options --options ego+res` needed every other combination trained again (and
     one alone was refused); now the combinations the file scored with the same seeds, depths
     and splits stay, and the choice is made over all of them."""
-    _need("texas.npz")
+    need("texas")
     path = _earlier_options(tmp_path, "ego", 1.0)  # no run scores above it
     done = _study(tmp_path, "options", "--options", "ego+res")
     assert done.returncode == 0, done.stderr
@@ -44,6 +44,7 @@ def test_options_scores_a_new_combination_beside_the_ones_scored_before(tmp_path
     assert entry["chosen_by_val"] == "ego" and entry["options"]["ego_head"] is True
 
 
+@pytest.mark.benchmark_data("texas")
 def test_a_new_combination_that_wins_changes_the_choice_only_when_asked(tmp_path):
     path = _earlier_options(tmp_path, "ego", 0.0)  # every run scores above it
     before = path.read_bytes()
@@ -107,6 +108,7 @@ def test_a_kept_score_that_is_not_a_score_is_one_error_before_training(tmp_path,
     assert path.read_bytes() == before and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.benchmark_data("texas")
 def test_overwrite_drops_a_kept_score_that_is_not_a_score_and_says_so(tmp_path):
     """The error above says --overwrite replaces the entry: it does, with a warning."""
     path = _earlier_options(tmp_path, "ego", 0.9)

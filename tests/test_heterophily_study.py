@@ -13,7 +13,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from test_heterophily import HETEROPHILY_DIR, _need
+from conftest import HETEROPHILY_DIR, need
 
 import policy_gnn_jax as pg
 
@@ -32,7 +32,7 @@ def _study(tmp_path, what, *extra):
 
 @pytest.fixture(scope="module")
 def studied(tmp_path_factory):
-    _need("texas.npz")
+    need("texas")
     tmp_path = tmp_path_factory.mktemp("study")
     options = _study(tmp_path, "options", "--options", "plain", "ego")
     assert options.returncode == 0, options.stderr
@@ -84,7 +84,7 @@ NO_POLICIES = ("--skip", "policy-gnn", "random", "policy-gnn-plus")
 def test_a_study_of_other_datasets_keeps_the_earlier_ones_in_the_table(studied):
     """Before: the .md table and the figure were rewritten with this run's datasets only, and
     the JSON's one "seeds" relabelled every dataset with this run's count."""
-    _need("cornell.npz")
+    need("cornell")
     done = _study(studied, "study", "--datasets", "cornell", "--seeds", "2", *NO_POLICIES)
     assert done.returncode == 0, done.stderr
     table = (studied / "results.md").read_text()
@@ -210,7 +210,7 @@ def test_the_policies_splits_train_as_one_program_and_equal_their_own_runs(exper
     the split's run of its own, bit for bit, so the cache means the same either way."""
     import types
 
-    _need("texas.npz")
+    need("texas")
     het = experiment("heterophily")
     args = types.SimpleNamespace(
         num_splits=2, data_dir=str(HETEROPHILY_DIR), skip=["random", "policy-gnn-plus"],
@@ -235,7 +235,7 @@ def test_the_fixed_depths_of_splits_train_as_one_program_and_equal_their_own_run
 ):
     """Every fixed depth is trained on all splits as one program (--split-map map), and each
     split's cached scores and class probabilities are those of its runs apart, bit for bit."""
-    _need("texas.npz")
+    need("texas")
     het = experiment("heterophily")
     from policy_gnn_jax.runtime import split_batch
 
@@ -295,7 +295,7 @@ def test_an_entry_that_adds_rows_keeps_the_rows_it_had(tmp_path):
 def test_splits_of_other_sizes_train_in_turn_and_are_not_said_to_be_one_program(tmp_path):
     """Before: chameleon-filtered's splits (their sizes differ) were said to train "as one
     program" while they ran one after another, and none was saved until all had ended."""
-    _need("chameleon_filtered.npz")
+    need("chameleon-filtered")
     done = _study(tmp_path, "study", "--datasets", "chameleon-filtered", "--num-splits", "2",
                   "--skip", "random", "policy-gnn-plus", "--options", "plain")  # fmt: skip
     assert done.returncode == 0, done.stderr

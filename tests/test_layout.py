@@ -119,3 +119,29 @@ def test_no_file_over_400_lines_and_no_function_over_80(path):
         and node.end_lineno - node.lineno + 1 > 80
     ]
     assert not long, long
+
+
+# A folder beside the repository, as a path in code would name it: `ROOT.parent / "x"`, `"../x"`.
+OUTSIDE = ("ROOT.parent", '"../', "'../")
+
+
+def _names_a_folder_outside(path: pathlib.Path) -> bool:
+    return any(mark in path.read_text() for mark in OUTSIDE)
+
+
+def test_no_code_reads_a_folder_beside_the_repository():
+    """A clone stands alone: no library, script or test reads data from beside the checkout."""
+    folders = ("policy_gnn_jax", "experiments", "benchmarks", "tools", "tests")
+    offenders = [
+        str(p.relative_to(ROOT))
+        for folder in folders
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name != "test_layout.py" and _names_a_folder_outside(p)
+    ]
+    assert not offenders
+
+
+def test_the_outside_check_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('DATA = ROOT.parent / "shared" / "data"\n')
+    assert _names_a_folder_outside(bad)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PLANETOID_DIR, ROOT, _experiment
+from conftest import PLANETOID_DIR, ROOT, _experiment, benchmark_available
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -17,7 +17,8 @@ import probes  # noqa: E402
 
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory):
-    return probes.prepare(tmp_path_factory.mktemp("probes"), str(PLANETOID_DIR))
+    cora = str(PLANETOID_DIR) if benchmark_available("cora") else None
+    return probes.prepare(tmp_path_factory.mktemp("probes"), cora)
 
 
 @pytest.fixture
@@ -43,10 +44,18 @@ def _exit_code(main, argv) -> int:
         return stop.code
 
 
-COMMAND_PROBES = probes.CLI_PROBES + probes.SCRIPT_PROBES
+COMMAND_PROBES = [
+    pytest.param(
+        name,
+        command,
+        id=name,
+        marks=[pytest.mark.benchmark_data("cora")] if probes.needs_cora(command) else [],
+    )
+    for name, command in probes.CLI_PROBES + probes.SCRIPT_PROBES
+]
 
 
-@pytest.mark.parametrize("name, command", COMMAND_PROBES, ids=[n for n, _ in COMMAND_PROBES])
+@pytest.mark.parametrize("name, command", COMMAND_PROBES)
 def test_a_bad_command_line_is_one_clear_error(name, command, paths, offline, capsys):
     target, *argv = probes.expand(command, paths)
     code = _exit_code(_main(target), argv)

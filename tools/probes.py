@@ -279,20 +279,31 @@ SCRIPT_PROBES = [
 ]
 
 
-def prepare(tmp: pathlib.Path, data_dir: str) -> dict[str, str]:
-    """Makes the damaged files and folders the probes name; returns {name: path}."""
+# The arguments that name the real Cora files or copies of them: a probe holding one needs them.
+CORA_PATHS = ("{data_dir}", "{corrupt}", "{truncated}", "{partial}")
+
+
+def needs_cora(command: list[str]) -> bool:
+    return any(part in CORA_PATHS for part in command)
+
+
+def prepare(tmp: pathlib.Path, data_dir: str | None) -> dict[str, str]:
+    """Makes the damaged files and folders the probes name; returns {name: path}. Without
+    `data_dir` (the real Planetoid files) the copies of Cora are left empty: the probes that
+    read them (`needs_cora`) cannot run."""
     corrupt, truncated, empty = tmp / "corrupt", tmp / "truncated", tmp / "empty"
     for folder in (corrupt, truncated, empty):
         folder.mkdir(exist_ok=True)
-    for name in os.listdir(data_dir):
-        if name.startswith("ind.cora."):
-            shutil.copy(pathlib.Path(data_dir, name), corrupt / name)
-            shutil.copy(pathlib.Path(data_dir, name), truncated / name)
-    raw = bytearray((corrupt / "ind.cora.x").read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    (corrupt / "ind.cora.x").write_bytes(bytes(raw))
-    graph = (truncated / "ind.cora.graph").read_bytes()
-    (truncated / "ind.cora.graph").write_bytes(graph[: len(graph) // 2])
+    cora = sorted(n for n in os.listdir(data_dir) if n.startswith("ind.cora.")) if data_dir else []
+    for name in cora:
+        shutil.copy(pathlib.Path(data_dir, name), corrupt / name)
+        shutil.copy(pathlib.Path(data_dir, name), truncated / name)
+    if cora:
+        raw = bytearray((corrupt / "ind.cora.x").read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        (corrupt / "ind.cora.x").write_bytes(bytes(raw))
+        graph = (truncated / "ind.cora.graph").read_bytes()
+        (truncated / "ind.cora.graph").write_bytes(graph[: len(graph) // 2])
     a_file = tmp / "a_file"
     a_file.write_text("x")
     bad_results = tmp / "bad_results"
@@ -312,8 +323,8 @@ def prepare(tmp: pathlib.Path, data_dir: str) -> dict[str, str]:
         folder.mkdir(exist_ok=True)
     (has_result / "results.json").write_text('{"kept": true}')
     (user_folder / "notes.txt").write_text("mine")
-    for name in os.listdir(data_dir):
-        if name.startswith("ind.cora.") and not name.endswith(".graph"):
+    for name in cora:
+        if not name.endswith(".graph"):
             shutil.copy(pathlib.Path(data_dir, name), partial / name)
     not_ours_json, no_meta = tmp / "not_ours.json", tmp / "no_meta"
     not_ours_json.write_text("[1, 2]")

@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 from reliability_helpers import TINY_RUN, run_python, run_quick, toy_fits, toy_graph
-from test_heterophily import TEXAS_GCN
+from conftest import TEXAS_GCN
 from test_processes import COMMAND, _flags, _launch
 
 import policy_gnn_jax as pg
@@ -152,6 +152,7 @@ def test_a_refused_checkpoint_names_what_changed(checkpointed, small_dataset):
         pg.fit(small_dataset, other, seeds=2, progress=False, checkpoint_dir=folder)
 
 
+@pytest.mark.benchmark_data("texas")
 def test_a_sweeps_checkpoint_folder_is_recognised(tmp_path, capsys):
     """Before: "holds files that are not a policy-gnn checkpoint (split-0, split-1)"."""
     from policy_gnn_jax import cli

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 from reliability_helpers import ROOT, run_python
-from test_heterophily import HETEROPHILY_DIR, _need
+from conftest import HETEROPHILY_DIR, need
 from test_splits import _benchmark_file
 
 import policy_gnn_jax as pg
@@ -35,6 +35,7 @@ def test_a_graph_too_large_to_generate_is_refused_before_allocating(tmp_path, ca
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.benchmark_data("cora")
 def test_data_dir_means_that_folder_only(tmp_path, monkeypatch, capsys):
     """Before: a --data-dir lacking files was filled in from $POLICY_GNN_DATA or the cache, and
     the run never said which folder it read."""
@@ -123,7 +124,7 @@ def test_a_generated_graphs_record_says_how_to_make_it_again(tmp_path):
 
 def test_a_file_named_like_a_built_in_dataset_keeps_its_file_name(tmp_path):
     """Before: a texas copy saved as cora.npz was recorded as dataset "cora"."""
-    _need("texas.npz")
+    need("texas")
     source = heterophily.resolve_file("texas", str(HETEROPHILY_DIR), False)
     copy = tmp_path / "cora.npz"
     copy.write_bytes(pathlib_bytes(source))
@@ -135,7 +136,7 @@ def test_a_file_named_like_a_built_in_dataset_keeps_its_file_name(tmp_path):
 
 def test_a_file_path_with_a_data_dir_is_refused_not_read_from_elsewhere(tmp_path, monkeypatch):
     """Before: load_dataset('graph.npz', data_dir=D) read ./graph.npz and ignored D."""
-    _need("texas.npz")
+    need("texas")
     (tmp_path / "cwd").mkdir()
     (tmp_path / "cwd" / "graph.npz").write_bytes((HETEROPHILY_DIR / "texas.npz").read_bytes())
     monkeypatch.chdir(tmp_path / "cwd")
@@ -154,6 +155,7 @@ def test_a_folder_of_arrays_named_like_an_npz_file_runs(tmp_path):
     assert json.loads((tmp_path / "o" / "results.json").read_text())["dataset"] == "csbm"
 
 
+@pytest.mark.benchmark_data("texas")
 @pytest.mark.parametrize("extra", [[], ["--overwrite"], ["--splits", "0-1", "--overwrite"]])
 def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys, extra):
     """Before: refused with advice to pass --overwrite, which then replaced the user's graph
@@ -171,6 +173,7 @@ def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys,
     assert graph.read_bytes() == before
 
 
+@pytest.mark.benchmark_data("texas")
 def test_an_input_graph_reached_through_a_link_is_kept(tmp_path, capsys):
     """Before: a link to <out>/dataset.npz passed the check; --splits then deleted the graph."""
     out = tmp_path / "o"
@@ -186,6 +189,7 @@ def test_an_input_graph_reached_through_a_link_is_kept(tmp_path, capsys):
     assert graph.is_file()
 
 
+@pytest.mark.benchmark_data("texas")
 def test_a_folder_named_like_a_built_in_dataset_is_said_to_be_shadowed(tmp_path, monkeypatch):
     """Before: with a folder of arrays ./texas here, `texas` ran the built-in graph silently."""
     from policy_gnn_jax import data

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 from reliability_helpers import QUICK, ROOT, TINY_RUN, run_python
-from test_heterophily import HETEROPHILY_DIR
+from conftest import HETEROPHILY_DIR
 from test_processes import COMMAND
 
 import policy_gnn_jax as pg

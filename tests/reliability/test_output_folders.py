@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 from reliability_helpers import TINY_RUN, run_quick, toy_fits
-from test_heterophily import TEXAS_GCN
+from conftest import TEXAS_GCN
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -152,6 +152,7 @@ def test_an_out_name_too_long_is_one_error(tmp_path, capsys):
     assert err.startswith("error: File name too long") and err.count("\n") == 1
 
 
+@pytest.mark.benchmark_data("texas")
 def test_folders_that_cannot_be_folders_are_named(tmp_path, capsys):
     """Before: "(File exists)" for a checkpoint folder that is a file, and for an --out that is
     a link to nothing."""

@@ -13,7 +13,7 @@ from reliability_helpers import (
     texas_split_with_boundary,
     toy_fits,
 )
-from test_heterophily import _need
+from conftest import need
 
 import policy_gnn_jax as pg
 
@@ -162,7 +162,7 @@ def test_moving_the_boundary_between_two_parts_of_a_split_changes_the_fingerprin
     """Before: the ids of train, val and test were hashed back to back without their lengths,
     so train 0..99 / val 100..139 and train 0..59 / val 60..139 had one fingerprint: a saved
     split (and a checkpoint) of the one was reused for the other."""
-    _need("texas.npz")
+    need("texas")
     wide = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "a.npz", 100)), split=0)
     narrow = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "b.npz", 60)), split=0)
     assert wide.fingerprint() != narrow.fingerprint()
@@ -195,7 +195,7 @@ def test_a_fit_saved_before_the_sizes_were_hashed_loads_and_is_reused(tmp_path, 
 
 
 def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
-    _need("texas.npz")
+    need("texas")
     from policy_gnn_jax import methods
     from policy_gnn_jax.runtime import saved_fit
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import PLANETOID_DIR
 from reliability_helpers import ROOT, hold_output_file_lock, run_python
-from test_heterophily import HETEROPHILY_DIR, _need
+from conftest import HETEROPHILY_DIR, need
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
@@ -61,7 +61,7 @@ def test_every_script_leaves_through_finish():
 
 def test_the_split_benchmark_does_not_replace_an_existing_file(tmp_path):
     """Before: `bench_splits.py --out` replaced any file, a saved fit's results.json included."""
-    _need("texas.npz")
+    need("texas")
     out = tmp_path / "results.json"
     out.write_text('{"mine": 1}')
     argv = [sys.executable, "benchmarks/bench_splits.py", "--data-dir", str(HETEROPHILY_DIR),
@@ -77,7 +77,7 @@ def test_the_split_benchmark_does_not_replace_an_existing_file(tmp_path):
 )
 def test_the_forms_benchmark_refuses_a_headroom_file_of_another_shape_first(tmp_path, held):
     """Before: the sweep ran, then an AttributeError traceback; nothing was written."""
-    _need("texas.npz")
+    need("texas")
     headroom = tmp_path / "h.json"
     headroom.write_text(held)
     argv = [sys.executable, "benchmarks/decoupled_forms.py", "--datasets", "texas",
@@ -208,6 +208,7 @@ def test_the_probe_tool_on_a_missing_data_folder_is_one_error_line(tmp_path):
     assert not (tmp_path / "pb").exists()
 
 
+@pytest.mark.benchmark_data("cora")
 def test_the_probe_tool_leaves_no_lock_files(tmp_path):
     """Before: probes.json.lock and probes.md.lock stayed after a run that succeeded."""
     done = _probe_tool("--data-dir", str(PLANETOID_DIR), "--out", "pb", "--only", "zzz",

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 from reliability_helpers import TWO_EPISODE_CONFIG, path_graph_arrays, run_quick
-from test_heterophily import TEXAS_GCN
+from conftest import TEXAS_GCN
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -162,6 +162,7 @@ def test_the_audit_is_refused_under_roc_auc(path_graph):
         )
 
 
+@pytest.mark.benchmark_data("texas")
 def test_a_flag_the_method_ignores_is_warned_about_and_not_applied(tmp_path, capsys):
     """Before: --depths 0-3 with --method gcn was warned about as unused, then refused."""
     from policy_gnn_jax import cli

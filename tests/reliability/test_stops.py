@@ -12,7 +12,7 @@ import time
 
 import pytest
 from reliability_helpers import QUICK, ROOT, toy_graph
-from test_heterophily import TEXAS_GCN
+from conftest import TEXAS_GCN
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -242,6 +242,7 @@ def test_a_stopped_sweep_with_checkpoints_names_them(tmp_path):
     assert str(tmp_path / "ck" / "split-0") in line and "(chunk 2)" in line, line
 
 
+@pytest.mark.benchmark_data("texas")
 def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, monkeypatch):
     """Before: stopped after its first split, an --overwrite sweep left the old results.json
     beside a split-0 that held the new run. (Splits run apart: a sweep run as one program saves

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 from reliability_helpers import ROOT
-from test_heterophily import HETEROPHILY_DIR, _need
+from conftest import HETEROPHILY_DIR, need
 
 import policy_gnn_jax as pg
 from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
@@ -46,7 +46,7 @@ def test_fig1_of_another_graph_of_the_same_name_is_not_replaced_unasked(
 def test_fig1_of_other_seeds_or_seed_mode_is_not_replaced_unasked(reproduce_module, tmp_path):
     """Before: only another graph's fig1 was refused; one of other seeds was replaced, and
     --seed-mode was not used at all."""
-    _need("texas.npz")
+    need("texas")
     argv = ["fig1", "--dataset", "texas", "--data-dir", str(HETEROPHILY_DIR), "--preset", "tiny",
             "--out", str(tmp_path / "f")]  # fmt: skip
     assert reproduce_module.main([*argv, "--seeds", "1", "--seed-mode", "map"]) == 0

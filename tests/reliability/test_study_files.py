@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import _experiment
 from reliability_helpers import run_python
-from test_heterophily import HETEROPHILY_DIR, _need
+from conftest import HETEROPHILY_DIR, need
 
 import policy_gnn_jax as pg
 from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
@@ -322,7 +322,7 @@ def test_a_table_json_that_is_a_folder_is_refused_before_any_run(reproduce_modul
 
 def test_a_loop_of_links_under_a_merged_file_is_one_error(experiment, reproduce_module, tmp_path,
                                                           capsys):  # fmt: skip
-    _need("texas.npz")
+    need("texas")
     loop = _loop(tmp_path)
     heterophily = experiment("heterophily")
     argv = ["study", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",

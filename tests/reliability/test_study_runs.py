@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 from reliability_helpers import ROOT, run_python
-from test_heterophily import HETEROPHILY_DIR, _need
+from conftest import HETEROPHILY_DIR, need
 from test_splits import _benchmark_file
 
 import policy_gnn_jax as pg
@@ -38,7 +38,7 @@ def _hand_edit_a_saved_policy_run(experiment, tmp_path):
     """A study's saved Policy-GNN run (split 0 of Texas), its results.json then edited."""
     import types
 
-    _need("texas.npz")
+    need("texas")
     het = experiment("heterophily")
     args = types.SimpleNamespace(
         num_splits=1, data_dir=str(HETEROPHILY_DIR), skip=["random", "policy-gnn-plus"],
@@ -130,7 +130,7 @@ def test_study_options_override_takes_one(tmp_path):
 
 def test_more_splits_than_the_benchmark_has_are_refused(tmp_path):
     """Before: --num-splits 11 ran the ten there were, without a word."""
-    _need("texas.npz")
+    need("texas")
     done = _heterophily(tmp_path, "options", "--num-splits", "11")
     assert done.returncode == 2
     assert "--num-splits 11: texas has 10 splits" in done.stderr.strip().splitlines()[-1]
@@ -138,7 +138,7 @@ def test_more_splits_than_the_benchmark_has_are_refused(tmp_path):
 
 def test_a_study_without_chosen_options_says_so(tmp_path):
     """Before: a missing --options-json silently meant the plain options."""
-    _need("texas.npz")
+    need("texas")
     done = _heterophily(tmp_path, "study", "--skip", "policy-gnn", "random", "policy-gnn-plus")
     assert done.returncode == 0, done.stderr
     assert "holds no options chosen for texas" in done.stderr
@@ -235,7 +235,7 @@ def test_a_folder_where_the_fixed_depth_cache_goes_is_refused_before_training(
 
 def test_options_says_which_of_the_studys_flags_it_does_not_use(experiment, tmp_path, capsys):
     """Before: `options --episodes 7 --skip random` ran as if they were not there, unsaid."""
-    _need("texas.npz")
+    need("texas")
     het = experiment("heterophily")
     argv = ["options", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
             "--max-depth", "0", "--num-splits", "1", "--options", "plain", "ego",
@@ -278,10 +278,10 @@ def test_adaptive_depth_says_which_flags_a_command_does_not_read(
 def test_a_second_heterophily_run_on_one_out_is_refused_before_it_trains(tmp_path):
     """Before: --out was not locked: two studies on one folder both trained everything, and
     the second then failed with the library's "pass overwrite=True"."""
-    from test_heterophily import _need
+    from conftest import need
     from test_heterophily_study import _study
 
-    _need("texas.npz")
+    need("texas")
     with outputs.FolderLock(tmp_path / "runs", "output folder"):  # as a running study holds it
         done = _study(tmp_path, "options", "--options", "plain", "ego")
     assert done.returncode == 2, done.stderr[-2000:]

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 from reliability_helpers import texas_split_with_boundary
-from test_heterophily import HETEROPHILY_DIR, TEXAS_GCN, _need
+from conftest import HETEROPHILY_DIR, TEXAS_GCN, need
 from test_splits import _argv, _benchmark_file
 
 import policy_gnn_jax as pg
@@ -79,6 +79,7 @@ def test_split_and_splits_together_are_refused_even_for_split_0(tmp_path, capsys
     assert "--split K for one split or --splits" in capsys.readouterr().err
 
 
+@pytest.mark.benchmark_data("texas")
 def test_a_damaged_split_says_what_to_do_and_overwrite_trains_it_again(tmp_path, capsys):
     """Before: "... Save the fit again.", which a command-line user cannot do, with or
     without --overwrite."""
@@ -108,7 +109,7 @@ def test_a_reversed_split_range_says_so():
 def test_a_failed_sweep_over_a_single_fit_keeps_that_fit(tmp_path):
     """Before: --splits --overwrite removed the single fit before training, and a split that
     diverged left the folder empty."""
-    _need("texas.npz")
+    need("texas")
     out = str(tmp_path / "o")
     assert cli.main([*TEXAS_TWO_EPOCHS, "--out", out]) == 0
     before = {p.name: p.read_bytes() for p in (tmp_path / "o").iterdir() if p.is_file()}
@@ -210,7 +211,7 @@ def test_a_file_where_a_split_folder_goes_names_the_fix(tmp_path, capsys):
 
 
 def test_a_saved_split_of_other_part_sizes_is_not_reused(tmp_path, capsys):
-    _need("texas.npz")
+    need("texas")
     graph = texas_split_with_boundary(tmp_path, "blocks.npz", 100)
     argv = ["--dataset", str(graph), "--splits", "0", "--method", "gcn", "--epochs", "3",
             "--seeds", "1", "--no-progress", "--out", str(tmp_path / "o")]  # fmt: skip
