@@ -21,9 +21,6 @@ Per dataset:
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import dataclasses
 import functools

@@ -21,14 +21,10 @@ prints compile seconds and the ratio to the smallest. Results go to `--out` as J
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import contextlib
 import functools
 import json
-import pathlib
 import time
 
 import jax
@@ -37,7 +33,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.mdp import loop
-from policy_gnn_jax.runtime import checkpoint, compilation, runner
+from policy_gnn_jax.runtime import compilation, outputs, runner
 
 # name -> (graph lifted into arguments, XLA options on a GPU, matmul precision)
 SETTINGS = {
@@ -126,7 +122,7 @@ def compile_time(num_nodes: int, lift: bool) -> float:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return exit_status(run, args, saves=False, folders=[pathlib.Path(args.out).parent])
+    return exit_status(run, args, saves=False)
 
 
 def run(args) -> dict:
@@ -134,7 +130,7 @@ def run(args) -> dict:
     if not args.settings and not args.sizes:
         raise config_lib.ConfigError("nothing to run: name --settings, or --sizes, or both.")
     # As given: a path object would make "" the current folder and "out/" the file "out".
-    out = checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
+    out = outputs.check_writable_file(args.out, overwrite=args.overwrite)
     device = jax.devices()[0].device_kind
     result = {"dataset": args.dataset, "seeds": args.seeds, "episodes": args.episodes,
               "device": device, "backend": jax.default_backend(), "settings": [],
@@ -149,7 +145,7 @@ def run(args) -> dict:
         r = rows[-1]
         print(f"  {setting:18s} compile {r['compile_s']:6.1f} s  {r['episode_ms']:8.2f} ms/episode",
               flush=True)  # fmt: skip
-        checkpoint.atomic_write_text(out, json.dumps(result, indent=2))  # a timeout keeps rows
+        outputs.atomic_write_text(out, json.dumps(result, indent=2))  # a timeout keeps rows
     if rows:
         base = next((r for r in rows if r["setting"] == "default"), rows[0])
         print(f"per-episode time / {base['setting']}'s (same process):")
@@ -166,13 +162,13 @@ def run(args) -> dict:
             row[f"compile_s_{name}"] = compile_time(n, lift)
             print(f"  {n:>9d} nodes, graph {name}: compile {row[f'compile_s_{name}']:6.1f} s",
                   flush=True)  # fmt: skip
-            checkpoint.atomic_write_text(out, json.dumps(result, indent=2))
+            outputs.atomic_write_text(out, json.dumps(result, indent=2))
     if len(sizes) > 1:
         ratio = sizes[-1]["compile_s_lifted"] / sizes[0]["compile_s_lifted"]
         result["compile_largest_over_smallest"] = ratio
         print(f"compile time, largest / smallest graph (lifted) = {ratio:.2f}x")
     result["complete"] = True  # the rows written before a stop or timeout say False
-    checkpoint.atomic_write_text(out, json.dumps(result, indent=2))
+    outputs.atomic_write_text(out, json.dumps(result, indent=2))
     print(f"results: {out}")
     return result
 

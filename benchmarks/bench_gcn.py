@@ -9,9 +9,6 @@ or jax.experimental.sparse BCSR. Prints medians and ratios to the library's form
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import time
 

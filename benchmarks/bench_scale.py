@@ -17,9 +17,6 @@ Results go to `--out` as JSON; `--overwrite` replaces an earlier one.
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import json
 import pathlib
@@ -31,7 +28,7 @@ import time
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one, tune_malloc
 from policy_gnn_jax.data.on_disk import ARRAY_FILES, META_FILE
-from policy_gnn_jax.runtime import checkpoint, files
+from policy_gnn_jax.runtime import outputs
 
 ENGINES = ("full", "subgraph", "host")
 
@@ -59,7 +56,7 @@ def graph_folder(n: int, args) -> pathlib.Path:
     wanted = {"num_nodes": n, "num_features": args.features, "avg_degree": float(args.degree),
               "seed": 0}  # fmt: skip
     if (folder / META_FILE).exists():
-        meta = checkpoint.read_json(folder / META_FILE)
+        meta = outputs.read_json(folder / META_FILE)
         made = meta.get("arguments", {}) if isinstance(meta, dict) else {}
         if meta.get("generator") != "write_csbm" or any(
             made.get(k) != v for k, v in wanted.items()
@@ -169,9 +166,7 @@ def main(argv=None) -> int:
     if args.child is not None:
         print(json.dumps(measure(**json.loads(args.child))))
         return 0
-    return exit_status(
-        run, args, saves=False, folders=[pathlib.Path(args.out).parent, args.data_dir]
-    )
+    return exit_status(run, args, saves=False)
 
 
 def run(args) -> None:
@@ -180,8 +175,7 @@ def run(args) -> None:
         raise ValueError(f"--degree must be a number > 0, got {args.degree}.")
     # A folder, an unwritable place or (without --overwrite) an earlier result: refused now, as
     # given (a path object would make "" the current folder and "out/" the file "out").
-    out = checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
-    files.refuse_url(args.data_dir, "--data-dir", "folder")
+    out = outputs.check_writable_file(args.out, overwrite=args.overwrite)
     try:
         pathlib.Path(args.data_dir).mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -217,7 +211,7 @@ def run(args) -> None:
     setup = dict(features=args.features, avg_degree=args.degree, episodes=args.episodes,
                  seed_mode=args.seed_mode)  # fmt: skip
     result = dict(rows=rows, ratios_to_smallest=ratios, **setup)
-    checkpoint.atomic_write_text(out, json.dumps(result, indent=2))
+    outputs.atomic_write_text(out, json.dumps(result, indent=2))
     print(f"results: {out}")
 
 

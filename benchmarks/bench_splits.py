@@ -10,9 +10,6 @@ python benchmarks/bench_splits.py --dataset actor --method policy-gnn --episodes
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import json
 import pathlib
@@ -21,7 +18,7 @@ import time
 import policy_gnn_jax as pg
 from policy_gnn_jax import data, split_sweep
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
-from policy_gnn_jax.runtime import checkpoint, records
+from policy_gnn_jax.runtime import outputs, records
 
 MAPS = ("apart", "map", "vmap")
 
@@ -29,7 +26,7 @@ MAPS = ("apart", "map", "vmap")
 def run(args) -> None:
     require_at_least_one(seeds=args.seeds, splits=args.splits, episodes=args.episodes)
     if args.out is not None:  # an empty path is refused, not taken for none
-        checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
+        outputs.check_writable_file(args.out, overwrite=args.overwrite)
     datasets = [data.load_dataset(args.dataset, data_dir=args.data_dir, split=k)
                 for k in range(args.splits)]  # fmt: skip
     cfg = pg.Config.decoupled(min_depth=0, max_depth=4, ego_head=True, depth=1,
@@ -53,7 +50,7 @@ def run(args) -> None:
         "map_equals_apart": same, "versions": records.package_versions(),
     }  # fmt: skip
     if args.out is not None:
-        checkpoint.atomic_write_text(pathlib.Path(args.out), json.dumps(result, indent=2))
+        outputs.atomic_write_text(pathlib.Path(args.out), json.dumps(result, indent=2))
 
 
 def main(argv=None) -> int:

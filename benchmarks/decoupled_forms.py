@@ -21,9 +21,6 @@ memory the cached features take for depths 0..K. Writes docs/results/decoupled_f
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import dataclasses
 import functools
@@ -44,7 +41,7 @@ from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.graph import propagation
-from policy_gnn_jax.runtime import checkpoint, records, runner, study_files
+from policy_gnn_jax.runtime import outputs, records, runner, study_files
 from policy_gnn_jax.treeutil import tree_select
 
 REPEATS = 20  # timed calls per cost, after one to compile
@@ -227,7 +224,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="docs/results/decoupled_forms.json")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
-    return exit_status(run, args, saves=False, folders=[pathlib.Path(args.out).parent])
+    return exit_status(run, args, saves=False)
 
 
 def _read_headroom(path: pathlib.Path, datasets) -> dict:
@@ -237,7 +234,7 @@ def _read_headroom(path: pathlib.Path, datasets) -> dict:
     for name in datasets:
         rows = headroom.get("decoupled", {}).get(name, {}).get("fixed_depth", {})
         if not isinstance(rows, dict) or not all(isinstance(r, dict) for r in rows.values()):
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{path} is not {HEADROOM_FILE}: its decoupled {name} fixed_depth rows have "
                 f"another shape. Pass another --headroom-json."
             )
@@ -251,10 +248,10 @@ def run(args) -> None:
     max_depth = pg.Config.decoupled().max_depth
     if args.depths is not None and not all(0 <= k <= max_depth for k in args.depths):
         raise pg.ConfigError(f"--depths must lie in 0..{max_depth}, got {args.depths}.")
-    checkpoint.check_writable_file(args.out, overwrite=args.overwrite)  # before any fit
+    outputs.check_writable_file(args.out, overwrite=args.overwrite)  # before any fit
     headroom = _read_headroom(pathlib.Path(args.headroom_json), args.datasets)
     results = {name: compare(name, args, headroom) for name in args.datasets}
-    checkpoint.atomic_write_text(args.out, json.dumps(results, indent=2))
+    outputs.atomic_write_text(args.out, json.dumps(results, indent=2))
     print(f"wrote {args.out}")
 
 

@@ -15,9 +15,6 @@ depth (chosen on validation), the label-free rule with the better validation acc
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import pathlib
 import sys
@@ -37,7 +34,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     ablation_shape,
     adaptive_depth_shape,
 )
-from policy_gnn_jax.runtime import checkpoint, outputs, records, study_files
+from policy_gnn_jax.runtime import outputs, records, study_files
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -155,7 +152,7 @@ def results(args) -> None:
         ds = data.load_dataset(name, data_dir=args.data_dir)
         chosen = ablation.get(f"{name}/decoupled", {}).get("chosen_by_val")
         if not isinstance(chosen, dict):
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{args.ablation_json} has no switches chosen for {name} on the decoupled "
                 f"backbone: run `python experiments/adaptive_depth.py ablate --datasets {name}` "
                 f"first."
@@ -169,7 +166,7 @@ def results(args) -> None:
                 if not path.exists():
                     missing.append(f"{name}/{backbone}/{method}: no {path}")
                     continue
-                record = checkpoint.read_json(path)
+                record = outputs.read_json(path)
                 mismatch = _mismatch(record, backbone, args.seeds, ds)
                 if mismatch:  # another preset or seed count ran there last: not this table's
                     missing.append(f"{name}/{backbone}/{method}: {path} {mismatch}")
@@ -207,9 +204,9 @@ def results(args) -> None:
 
 def _read_object(path, what: str, made_by: str) -> dict:
     """A JSON object this script reads (`made_by` writes it), named when it is not one."""
-    value = checkpoint.read_json(pathlib.Path(path), made_by=made_by)
+    value = outputs.read_json(pathlib.Path(path), made_by=made_by)
     if not isinstance(value, dict):
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{path} is not {what}'s JSON (it holds {str(value)[:60]}): point the flag at the "
             f"file {made_by} wrote."
         )
@@ -280,8 +277,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.seeds is None:
         args.seeds = 5 if args.what == "ablate" else 10
-    written = args.ablation_json if args.what == "ablate" else args.results_json
-    return exit_status(run, args, folders=[args.out, pathlib.Path(written).parent])
+    return exit_status(run, args)
 
 
 # The flags one command reads and the other does not, with their defaults.
@@ -305,7 +301,7 @@ def run(args) -> None:
     args.backbones = args.backbones or ["gcn", "decoupled"]
     for name in args.datasets:
         data.check_name(name)
-    checkpoint.check_writable_dir(args.out)
+    outputs.check_writable_dir(args.out)
     for flag in ("datasets", "backbones"):  # each would be run, and written, twice
         # A dataset given by path runs in a folder of its last part (`dataset_folder`).
         named = [dataset_folder_name(n).lower() for n in getattr(args, flag)]
@@ -313,7 +309,7 @@ def run(args) -> None:
         if twice is not None:
             raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")
     written = args.ablation_json if args.what == "ablate" else args.results_json
-    checkpoint.check_writable_file(written)
+    outputs.check_writable_file(written)
     if args.what == "ablate":  # merged into after the sweeps: checked before them
         study_files.check(written, ABLATION_FILE, ablation_shape)
     else:

@@ -32,7 +32,6 @@ import os
 import pathlib
 import re
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -42,13 +41,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The comparisons with NumPy references first: on an H100 a TF32 kernel test failed, and the
 # exactness tests (whole runs in two processes) are the slowest to compile.
 TESTS = ["tests/test_kernels.py", "tests/test_gcn.py", "tests/test_exactness.py"]
-URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
-# Files no report is written over, even with --overwrite: a saved fit's and a folder of arrays'
-# (the library's runtime/files.py and data/on_disk.py name them; this script imports none of
-# the library, which its steps run in child processes).
-FIT_FILES = ("results.json", "fit.json", "snapshots.npz", "dataset.npz")
-GRAPH_FILES = ("meta.json", "features.npy", "edges.npy", "labels.npy", "train_index.npy",
-               "val_index.npy", "test_index.npy")  # fmt: skip
 STEPS = ("readme_twice", "compile_by_size", "settings", "tests", "subgraph_twice",
          "readme_tf32_twice", "engines", "step_epoch_seeds")  # fmt: skip
 
@@ -228,10 +220,6 @@ def _main(argv=None) -> int:
     if os.path.exists(args.dataset):  # the steps run from the repository's root, not here
         args.dataset = os.path.abspath(args.dataset)
     if args.data_dir is not None:
-        if URL.match(args.data_dir):
-            print(f"error: --data-dir {args.data_dir} is a URL: remote storage is not "
-                  "supported; give a local (or mounted) folder.", file=sys.stderr)  # fmt: skip
-            return 2
         args.data_dir = os.path.abspath(args.data_dir)
     try:
         backend, kind = device_name()
@@ -272,13 +260,13 @@ def _check(args, backend: str, kind: str, out: pathlib.Path) -> int:
                 continue
             report["steps"][name] = step(min(limit, left))
             print(summary_line(name, report["steps"][name]), flush=True)
-            out = write(out, report, args.overwrite)
+            out = write(out, report)
             refused = _refused_input(report["steps"][name])
             if refused:  # the same input would be refused by every later step
                 print(f"error: {refused}", file=sys.stderr)
                 return 2
     report["seconds"] = time.perf_counter() - start
-    out = write(out, report, args.overwrite)
+    out = write(out, report)
     print(f"report: {out}")
     return 0
 
@@ -294,18 +282,13 @@ def _refused_input(result: dict) -> str | None:
 
 def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
     """`<out>.lock`, locked by this process for as long as it runs (the lock ends with it), or
-    why it cannot be: another check writing the same report, or a file that is no lock file.
-    The rules of the library's `runtime/files.hold_output_lock`, which this script cannot call:
-    it imports none of the library."""
+    why it cannot be: another check writing the same report. The library's rule for a script's
+    --out (`runtime/outputs.hold_output_lock`): this script imports none of the library."""
     path = out.with_name(out.name + ".lock")
-    try:  # O_NOFOLLOW: a symlink there is refused, nothing is written through it
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
-        return f"cannot use {path} as the report's lock ({err.strerror or err}): move it away."
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-        os.close(fd)
-        return f"{path}, where the report's lock goes, is a hard link or not a file: move it away."
+        return f"cannot make {path}, the report's lock ({err.strerror or err}): name another."
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -313,10 +296,6 @@ def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
         os.close(fd)
         return (f"another gpu_check (process {owner}) is writing {out}: wait for it, or "
                 f"choose another --out.")  # fmt: skip
-    held = os.read(fd, 64).decode(errors="replace").strip()
-    if held and not held.isdigit():  # a user's file, not the process id of a stale lock
-        os.close(fd)
-        return f"{path}, where the report's lock goes, holds something else: move it away."
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     _LOCKS.append(fd)  # kept open, and so locked, until the process ends
@@ -327,27 +306,15 @@ _LOCKS: list[int] = []
 
 
 def _unwritable(named, overwrite: bool) -> str | None:
-    """Why the report cannot be written at `named` (None: it can), found before any step runs:
-    the library's rules for a script's --out (`files.check_writable_file`), kept here."""
-    if URL.match(str(named)) or str(named).endswith(("/", ".lock")):
-        return f"--out {named} is a URL, ends in '/' (a folder) or names a lock: name a file."
+    """Why the report cannot be written at `named` (None: it can), found before any step runs."""
+    if str(named).endswith("/"):
+        return f"--out {named} ends in '/', which names a folder: name a file."
     out = pathlib.Path(named)
-    if out.name in FIT_FILES and (out.parent / "fit.json").is_file():  # even with --overwrite
-        return (f"{out} is a file of the saved fit in {out.parent}: the report would break "
-                f"that fit. Choose another --out.")  # fmt: skip
-    if out.name in GRAPH_FILES and (out.parent / "meta.json").is_file():
-        return (f"{out} is a file of the graph in {out.parent} (a folder of arrays): the report "
-                f"would break that graph. Choose another --out.")  # fmt: skip
     try:
-        if out.is_symlink() or (out.is_file() and out.stat().st_nlink > 1):  # the other: old
-            return f"--out {out} is a symbolic link or has other names (hard links): name another."
         if out.is_dir():
             return f"--out {out} is a folder: name a file."
         if out.exists() and not overwrite:
             return f"{out} exists: pass --overwrite to replace it, or another --out."
-    except OSError as err:  # a name too long, ...
-        return f"cannot write {out} ({err.strerror or err}): choose another --out."
-    try:
         out.parent.mkdir(parents=True, exist_ok=True)
         probe = out.with_name(out.name + f".probe{os.getpid()}")
         probe.write_text("")
@@ -371,25 +338,12 @@ def summary_line(name: str, result: dict) -> str:
     )
 
 
-_WRITTEN: set[pathlib.Path] = set()  # reports this process has written
-
-
-def write(out: pathlib.Path, report: dict, overwrite: bool) -> pathlib.Path:
-    """The report at `out`; without `overwrite`, a file that has appeared there since the check
-    is kept and the report goes beside it, said in a warning. Returns where it went."""
-    new = not overwrite and out not in _WRITTEN
+def write(out: pathlib.Path, report: dict) -> pathlib.Path:
+    """The report at `out`, written atomically (a temporary file renamed over it)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(report, indent=2))
-    try:
-        os.link(tmp, out) if new else os.replace(tmp, out)  # link: only if nothing is there
-    except FileExistsError:
-        kept, out = out, out.with_name(f"{out.stem}.rescued-{os.getpid()}{out.suffix}")
-        print(f"warning: {kept} appeared during the check and is kept: the report goes to {out}.",
-              file=sys.stderr)  # fmt: skip
-        os.replace(tmp, out)
-    tmp.unlink(missing_ok=True)
-    _WRITTEN.add(out)
+    os.replace(tmp, out)
     return out
 
 

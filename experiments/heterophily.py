@@ -21,9 +21,6 @@ reused while their config, seeds and data match, so a stopped study resumes.
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import dataclasses
 import pathlib
@@ -48,7 +45,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     heterophily_shape,
     options_shape,
 )
-from policy_gnn_jax.runtime import checkpoint, outputs, records, reuse, study_files
+from policy_gnn_jax.runtime import outputs, records, reuse, study_files
 
 POLICIES = ("policy-gnn", "random", "policy-gnn-plus")
 EPISODES = 1000  # the paper's budget of MDP episodes
@@ -168,8 +165,7 @@ def write_results(args, summary: dict, depth_points: dict) -> None:
         figure = pathlib.Path(args.figure)
         drawn = {n: p for n, p in depth_points.items()  # a kept Policy-GNN row keeps its points
                  if len(p) or "policy-gnn" not in merged["datasets"][n]["rows"]}  # fmt: skip
-        figures.depths_by_structure(heterophily_table.merge_points(results, drawn), figure,
-                                    heterophily_table.figure_mark(results, figure))  # fmt: skip
+        figures.depths_by_structure(heterophily_table.merge_points(results, drawn), figure)
 
     _merge_json(results, entries, args.overwrite, extra={"datasets": summary}, then=side_files)
 
@@ -253,7 +249,7 @@ def _splits(args, name) -> list[int]:
 
 
 def _read_json(path: pathlib.Path) -> dict:
-    return checkpoint.read_json(path) if path.exists() else {}
+    return outputs.read_json(path) if path.exists() else {}
 
 
 def _merge_json(path: pathlib.Path, entries, overwrite: bool, extra: dict | None = None,
@@ -332,9 +328,8 @@ def run(args) -> None:
     for name in args.datasets:  # refused before any folder is made
         _splits(args, name)
     check_outputs(args)
-    figure = pathlib.Path(args.figure) if args.what == "study" else None  # options draws none
     heterophily_table.check_files(
-        pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS), figure
+        pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS)
     )
     _check_chosen(args)  # the file is known good now
     with outputs.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
@@ -372,8 +367,8 @@ def check_outputs(args) -> None:
     beside = (results.with_suffix(".md"), results.with_suffix(".depths.npz"))  # table, points
     written = [args.options_json] if args.what == "options" else [results, *beside, args.figure]
     for path in written:
-        checkpoint.check_writable_file(path)
-    checkpoint.check_writable_dir(args.out)
+        outputs.check_writable_file(path)
+    outputs.check_writable_dir(args.out)
 
 
 def _warn_unused(args) -> None:
@@ -388,8 +383,7 @@ def _warn_unused(args) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    written = (args.options_json, args.results_json, args.figure)
-    return exit_status(run, args, folders=[args.out, *(pathlib.Path(p).parent for p in written)])
+    return exit_status(run, args)
 
 
 if __name__ == "__main__":

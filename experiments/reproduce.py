@@ -4,9 +4,6 @@ benchmark and the headroom analysis (`python experiments/reproduce.py --help`; d
 The work is library code, `policy_gnn_jax/contrib/reproduction/`; this script is its command.
 """
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 from policy_gnn_jax.cli import finish
 from policy_gnn_jax.contrib.reproduction.command import main
 

@@ -10,18 +10,14 @@ it. Writes docs/results/decoupled_tuning.json (or --out).
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import itertools
 import json
-import pathlib
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
-from policy_gnn_jax.runtime import checkpoint
+from policy_gnn_jax.runtime import outputs
 
 GRID = {
     "dropout": (0.5, 0.8),
@@ -40,13 +36,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="docs/results/decoupled_tuning.json")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = p.parse_args(argv)
-    return exit_status(run, args, saves=False, folders=[pathlib.Path(args.out).parent])
+    return exit_status(run, args, saves=False)
 
 
 def run(args) -> None:
     """Fits every grid point on every dataset; the choice reads validation accuracy only."""
     # a folder, an unwritable place or an existing result: refused now
-    checkpoint.check_writable_file(args.out, overwrite=args.overwrite)
+    outputs.check_writable_file(args.out, overwrite=args.overwrite)
     named = [n.lower() for n in args.datasets]
     twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
     if twice is not None:  # it would be tuned twice, the second over the first
@@ -71,7 +67,7 @@ def run(args) -> None:
         best = max(rows, key=lambda r: r["val_accuracy"]["mean"])
         results[name] = {"grid": rows, "chosen_by_val": {k: best[k] for k in GRID}}
         print(f"{name}: chosen on validation {results[name]['chosen_by_val']}")
-    checkpoint.atomic_write_text(args.out, json.dumps(results, indent=2))
+    outputs.atomic_write_text(args.out, json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from policy_gnn_jax.runtime import (
     arguments,
     checkpoint,
     compilation,
+    outputs,
     processes,
     records,
     runner,
@@ -179,7 +180,7 @@ def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, bac
         return None
     custom = tuple(n for n, part in (("backbone", backbone), ("agent", agent)) if part)
     run = (dataset, config, entry.name, seeds, seed, custom, seed_mode)
-    checkpoint.check_folder_path(directory, "checkpoint folder")  # as given: "" is no folder
+    outputs.check_folder_path(directory, "checkpoint folder")  # as given: "" is no folder
     directory = processes.checkpoint_folder(directory)  # one process: `directory` itself
     return checkpoint.Checkpointer(directory, run_fingerprint(*run), saved_fit.run_identity(*run))
 
@@ -330,25 +331,25 @@ def load(
     try:
         config = config_from_dict(meta["config"])
     except config_lib.ConfigError as err:
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{out}/fit.json holds a config this version cannot use ({err}): save the fit again."
         ) from None
     methods.get(meta["method"]).check_parts(backbone, agent, config)
     given = {"backbone": backbone, "agent": agent}
     for part in set(given) - set(meta.get("custom", ())):  # passed for a built-in one
         if given[part] is not None:
-            raise checkpoint.CheckpointError(f"{out} was trained with the built-in {part}: "
+            raise outputs.CheckpointError(f"{out} was trained with the built-in {part}: "
                                              f"load it without {part}=.")  # fmt: skip
     for part in meta.get("custom", ()):
         if given.get(part) is None:
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{out} was trained with your own {part}: pass it again, load(..., {part}=...)."
             )
     like = _snapshot_structure(meta["method"], config, ds, int(record["seeds"]), backbone, agent)
     treedef = jax.tree.structure(like)
     shapes = [x.shape for x in jax.tree.leaves(like)]
     if [leaf.shape for leaf in leaves] != shapes:
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{out}/snapshots.npz does not match its config: save again."
         )
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
@@ -359,7 +360,7 @@ def load(
     if expected and expected not in {fitted._run_fingerprint(c, ds, record, legacy)
                                      for c in (meta["config"], config)
                                      for legacy in (False, True)}:  # fmt: skip
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{out}/results.json and fit.json describe different runs: save the fit again."
         )
     fitted._cache.update(custom_backbone=backbone, custom_agent=agent)

@@ -64,7 +64,6 @@ from policy_gnn_jax import config as config_lib  # noqa: E402  (after the variab
 from policy_gnn_jax import data, graph  # noqa: E402
 
 
-
 def _data_folder(variable: str) -> pathlib.Path | None:
     value = os.environ.get(variable)
     return pathlib.Path(value) if value else None
@@ -179,6 +178,28 @@ def pubmed_stand_in(tmp_path_factory):
     with open(folder / "ind.pubmed.allx", "wb") as f:
         pickle.dump(sp.vstack([x, rest]).tocsr(), f)
     return folder, data.sha256_of(folder / "ind.pubmed.allx")
+
+
+# The policy-gnn command's process that dies (SIGKILL, no clean-up) right after its first
+# checkpoint is saved: a crash at the worst moment, for the resume tests.
+_DIES_AFTER_FIRST_SAVE = """
+import os, signal, sys
+from policy_gnn_jax.runtime import checkpoint
+save = checkpoint.Checkpointer.save
+def save_then_die(self, *args):
+    save(self, *args)
+    os.kill(os.getpid(), signal.SIGKILL)
+checkpoint.Checkpointer.save = save_then_die
+from policy_gnn_jax.cli import launch
+sys.exit(launch())
+"""
+
+
+def dies_after_first_save(command: list[str]) -> list[str]:
+    """`command` (`python -m policy_gnn_jax.cli ...`) as a process that dies after its first
+    checkpoint save."""
+    assert command[1:3] == ["-m", "policy_gnn_jax.cli"], command
+    return [command[0], "-c", _DIES_AFTER_FIRST_SAVE, *command[3:]]
 
 
 def _experiment(name: str):

@@ -2,7 +2,6 @@
 run or a damaged one is refused with a clear error."""
 
 import json
-import os
 import pathlib
 import signal
 import subprocess
@@ -10,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import dies_after_first_save
 
 import policy_gnn_jax as pg
 from policy_gnn_jax.runtime import checkpoint
@@ -24,16 +24,16 @@ COMPARED = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "best_step", 
             "train_action_share", "gcn_updates_per_step")  # fmt: skip
 
 
-def _run(*extra, env=None):
-    return subprocess.run([*COMMAND, *extra], capture_output=True, text=True, env=env, timeout=600)
+def _run(*extra, command=COMMAND):
+    return subprocess.run([*command, *extra], capture_output=True, text=True, timeout=600)
 
 
 def test_a_killed_run_resumes_to_a_bit_identical_result(tmp_path):
     reference = _run("--out", str(tmp_path / "reference"))
     assert reference.returncode == 0, reference.stderr
     ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
-    env = {**os.environ, checkpoint.KILL_AFTER_SAVES_ENV: "1"}
-    killed = _run("--out", out, "--checkpoint-dir", ckpt, "--checkpoint-every", "1", env=env)
+    killed = _run("--out", out, "--checkpoint-dir", ckpt, "--checkpoint-every", "1",
+                  command=dies_after_first_save(COMMAND))
     assert killed.returncode == -signal.SIGKILL, killed.stderr  # died after its first save
     assert not (pathlib.Path(out) / "results.json").exists()
     resumed = _run("--out", out, "--checkpoint-dir", ckpt, "--checkpoint-every", "1")

@@ -3,18 +3,16 @@ statistics in docs/usage.md (Heterophilous benchmarks), checksums enforced, and 
 Planetoid (data_dir means that folder only). No download: conftest forces offline."""
 
 import hashlib
-import os
 import pathlib
 import shutil
 
 import numpy as np
 import pytest
-from conftest import HETEROPHILY_DIR, ROOT, need
+from conftest import HETEROPHILY_DIR, need
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.data import heterophily
-
 
 # From the table in docs/usage.md (Heterophilous benchmarks), which states the data's own
 # documentation: nodes, features, classes, undirected edges,

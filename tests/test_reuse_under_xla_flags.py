@@ -82,16 +82,6 @@ def test_flags_that_differ_only_in_spaces_or_are_empty_are_the_same(tmp_path, sm
     assert reuse.reusable_record(tmp_path / "g", *args[1:], False) is not None
 
 
-def test_blank_xla_flags_are_one_error_not_a_fatal_xla_abort(monkeypatch):
-    """Before: XLA_FLAGS=" " passed the check (it strips) and XLA ended the process from C++,
-    reading the blank as a file of flags."""
-    from policy_gnn_jax.cli import process
-
-    monkeypatch.setenv("XLA_FLAGS", "  ")
-    with pytest.raises(pg.ResourceError, match="XLA_FLAGS is blank"):
-        process.check_xla_flags()
-
-
 def test_a_saved_fit_that_does_not_record_its_flags_is_not_taken_as_made_without(
     tmp_path, small_dataset, monkeypatch
 ):

@@ -19,7 +19,7 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import cli, fixed_depth, graph
 from policy_gnn_jax.agents import replay
 from policy_gnn_jax.mdp import action_buffers, audit, loop
-from policy_gnn_jax.runtime import checkpoint, runner
+from policy_gnn_jax.runtime import outputs, runner
 
 # A generated graph the CLI can build quickly: 1600 nodes covers csbm's default splits.
 CSBM = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--no-progress"]
@@ -91,15 +91,15 @@ def test_unwritable_output_is_refused_before_loading_or_training(capsys, tmp_pat
 
 def test_an_interrupted_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
     path = tmp_path / "results.json"
-    checkpoint.atomic_write_json(path, {"old": 1})
+    outputs.atomic_write_json(path, {"old": 1})
 
     def crash(fd):
         raise KeyboardInterrupt  # as if the process died mid-write
 
     monkeypatch.setattr(os, "fsync", crash)
     with pytest.raises(KeyboardInterrupt):
-        checkpoint.atomic_write_json(path, {"new": 2})
-    assert checkpoint.read_json(path) == {"old": 1}
+        outputs.atomic_write_json(path, {"new": 2})
+    assert outputs.read_json(path) == {"old": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # no temp left
 
 
@@ -197,7 +197,7 @@ def test_a_missing_input_json_is_an_error_naming_it(tmp_path, capsys, adaptive_d
     code = adaptive_depth_module.main(argv)
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and str(missing) in err
-    assert "does not exist" in err and "repository root" in err
+    assert "does not exist" in err
 
 
 def test_adaptive_depth_ablate_refuses_the_backbones_it_would_ignore(

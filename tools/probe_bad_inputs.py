@@ -12,9 +12,6 @@ Writes <out>/probes.md and <out>/probes.json, and exits 1 if any probe failed th
 
 from __future__ import annotations
 
-import policy_gnn_jax.cli.starting  # noqa: F401, I001 (first: a stop while the rest loads is one line)
-
-# isort: split
 import argparse
 import os
 import pathlib
@@ -24,7 +21,7 @@ import tempfile
 import probes  # tools/probes.py, beside this script
 
 from policy_gnn_jax.cli import exit_status, finish
-from policy_gnn_jax.runtime import checkpoint
+from policy_gnn_jax.runtime import outputs
 
 
 def main(argv=None) -> int:
@@ -42,20 +39,20 @@ def main(argv=None) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace an earlier table in --out")
     args = p.parse_args(argv)
     failed: list = []
-    code = exit_status(run, args, failed, saves=False, folders=[args.out])
+    code = exit_status(run, args, failed, saves=False)
     return code or (1 if failed else 0)
 
 
 def run(args, failed: list) -> None:
     """Every probe in a fresh process; the probes that failed the project go into `failed`."""
     if not pathlib.Path(args.data_dir).is_dir():
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"--data-dir {args.data_dir} is not a folder: point it at the Planetoid folder (the "
             f"one holding ind.cora.*)."
         )
-    out = checkpoint.check_writable_dir(args.out)
+    out = outputs.check_writable_dir(args.out)
     for name in ("probes.md", "probes.json"):
-        checkpoint.check_writable_file(out / name, "the probe table", args.overwrite)
+        outputs.check_writable_file(out / name, "the probe table", args.overwrite)
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)
@@ -76,8 +73,8 @@ def run(args, failed: list) -> None:
         message = r["message"].replace("|", "\\|")
         lines.append(f"| {i} | {r['probe']} | {r['exit']} | {r['outcome']} | {message} |")
     summary = f"\n{len(rows)} probes: {len(rows) - len(failed)} clear errors, {len(failed)} not.\n"
-    checkpoint.atomic_write_text(out / "probes.md", "\n".join(lines) + summary)
-    checkpoint.atomic_write_json(out / "probes.json", rows)
+    outputs.atomic_write_text(out / "probes.md", "\n".join(lines) + summary)
+    outputs.atomic_write_json(out / "probes.json", rows)
     print(summary)
 
 

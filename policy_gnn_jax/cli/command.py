@@ -15,7 +15,6 @@ import functools
 import math
 import os
 import pathlib
-import signal
 import sys
 
 import jax
@@ -34,17 +33,15 @@ from policy_gnn_jax.cli.interrupts import interrupted_line, result_stamp
 from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
     INPUT_ERRORS,
     Terminated,
-    check_xla_flags,
     exit_now,
     exit_status,
     finish,
     guarded,
-    late_stop,
     require_at_least_one,
-    stop_on_signal,
+    stopped_status,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import arguments, checkpoint, files, outputs, processes, runner
+from policy_gnn_jax.runtime import arguments, outputs, processes, runner
 
 
 def _check_paths(args) -> None:
@@ -57,7 +54,7 @@ def _check_paths(args) -> None:
                 f"default)."
             )
     if args.out and args.checkpoint_dir:
-        out, ckpt = files.resolve(args.out), files.resolve(args.checkpoint_dir)
+        out, ckpt = outputs.real_path(args.out), outputs.real_path(args.checkpoint_dir)
         if out == ckpt:
             raise config_lib.ConfigError(
                 f"--out and --checkpoint-dir are one folder ({out}): give the checkpoints a "
@@ -74,7 +71,7 @@ def _check_paths(args) -> None:
             f"searched for it. Pass the full path and leave --data-dir out."
         )
     if args.out and pathlib.Path(args.out).is_dir():
-        steps = [p for p in pathlib.Path(args.out).iterdir() if checkpoint.is_checkpoint_step(p)]
+        steps = [p for p in pathlib.Path(args.out).iterdir() if outputs.is_checkpoint_step(p)]
         if steps:
             raise config_lib.ConfigError(
                 f"--out {args.out} is a checkpoint folder (it holds {steps[0].name}/): pass it "
@@ -144,12 +141,7 @@ def _check_generator_args(args) -> None:
 def main(argv=None) -> int:
     tune_malloc()
     with guarded():
-        code = _main(argv)
-        if code == 0 and runner.stop_requested() is not None:  # noted after the last check
-            print("error: interrupted after the result was saved; it is complete.",
-                  file=sys.stderr)  # fmt: skip
-            return 130 if runner.stop_requested() == signal.SIGINT else 143
-        return code
+        return _main(argv)
 
 
 def _main(argv) -> int:
@@ -157,24 +149,16 @@ def _main(argv) -> int:
         print(f"error: argv must be a list of arguments, got the string {argv!r}: use "
               f"{argv.split()!r}.", file=sys.stderr)  # fmt: skip
         return 2
-    if argv is not None:
-        argv = list(argv)
-        wrong = [a for a in argv if not isinstance(a, str)]
-        if wrong:
-            print(f"error: argv must hold strings only, got {wrong[0]!r} "
-                  f"({type(wrong[0]).__name__}): "
-                  f"pass each argument as text (str).", file=sys.stderr)  # fmt: skip
-            return 2
-    try:
-        args = build_parser().parse_args(argv)
-    except KeyboardInterrupt as stop:  # a long command line takes a while to read
-        print("error: interrupted while reading the arguments; nothing was run.", file=sys.stderr)
-        return 143 if isinstance(stop, Terminated) else 130
+    wrong = [a for a in argv or () if not isinstance(a, str)]
+    if wrong:
+        print(f"error: argv must hold strings only, got {wrong[0]!r} "
+              f"({type(wrong[0]).__name__}): pass each argument as text (str).",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    args = build_parser().parse_args(argv)
     out, made_out, before = None, False, None
-    files.FOLDERS_MADE.clear()
     try:
         if not args.show_config:  # which needs no device
-            check_xla_flags()  # before anything starts XLA: joining the processes does
             _join_processes(args)
             start_backend()
         arguments.check_jax_modes()  # before any data is loaded
@@ -187,19 +171,19 @@ def _main(argv) -> int:
         if processes.index() != 0:  # process 0 writes the results, the others nothing
             return _run_worker(args, config)
         if args.out:
-            out, made_out = pathlib.Path(args.out), not pathlib.Path(args.out).exists()
+            out = pathlib.Path(args.out).expanduser()
+            made_out = not out.exists()
         else:  # a new folder of its own: runs started together never share one
             out, made_out = outputs.new_folder("results", _default_stem(args, config)), True
-        outputs.check_input_kept(out, args.dataset)
         outputs.check_no_result(out, args.overwrite, "--overwrite")  # before creating anything
         before = result_stamp(args, out)  # what a result there was before this run
-        checkpoint.check_writable_dir(out)
-        with outputs.FolderLock(out, "output folder") as lock:
+        outputs.check_writable_dir(out)
+        with outputs.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
             processes.agree()  # the other processes start only if this one can write
             if args.splits is not None:  # one saved fit per split, and results.json over them
                 result = splits.run_splits(
-                    args, config, out, functools.partial(_load, args), _fitter(args, config), lock
+                    args, config, out, functools.partial(_load, args), _fitter(args, config)
                 )
             else:
                 fitted = _fitter(args, config)(_load(args))
@@ -208,23 +192,20 @@ def _main(argv) -> int:
     except INPUT_ERRORS as err:
         return _fail(str(err), out if made_out else None, 2)
     except MemoryError:
-        return _fail(
-            "the run ran out of host memory: use fewer --seeds or a smaller graph.",
-            out if made_out else None,
-            2,
-        )
+        message = "the run ran out of host memory: use fewer --seeds or a smaller graph."
+        return _fail(message, out if made_out else None, 2)
     except OSError as err:  # the file system refused (a name too long, a full disk, ...)
         where = f" ({err.filename})" if err.filename else ""
         return _fail(f"{err.strerror or err}{where}.", out if made_out else None, 2)
-    except KeyboardInterrupt as stop:  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
-        code = 143 if isinstance(stop, Terminated) else 130
+    except KeyboardInterrupt as stop:
+        code = stopped_status(stop)
         return _fail(interrupted_line(args, out, before), out if made_out else None, code)
     try:
         _report(result, out)
     except KeyboardInterrupt as stop:  # the result is saved already: say so, in one line
         print(f"error: interrupted after the result was saved in {out}; it is complete.",
               file=sys.stderr)  # fmt: skip
-        return 143 if isinstance(stop, Terminated) else 130
+        return stopped_status(stop)
     return 0
 
 
@@ -300,30 +281,20 @@ def _fitter(args, config):
 
 
 def _fail(message: str, made: pathlib.Path | None, code: int) -> int:
-    """One `error:` line; a folder this run made and left empty is removed. The other processes
-    of a run over several hear of it, if they have not started."""
-    files.remove_folders_left_empty([made] if made else [])  # a checkpoint folder's too
+    """One `error:` line; an output folder this run made and left empty is removed. The other
+    processes of a run over several hear of it, if they have not started."""
+    if made is not None and made.is_dir() and not any(made.iterdir()):
+        made.rmdir()
     _tell_the_others(message)
     print(f"error: {message}", file=sys.stderr)
     return code
 
 
 def entry() -> int:
-    """The `policy-gnn` command as a program: `main`, and after a Ctrl-C or SIGTERM an
-    immediate exit, so that tearing JAX down half-way cannot crash the process after the one
-    line was printed. A signal after `main` (while the interpreter shuts down) is one line too."""
-    late = []
-    held = checkpoint.STOP_SIGNALS
-    for s in held:  # under main's own handlers, and after them until the code is known
-        signal.signal(s, lambda signum, frame: late.append(signum))
+    """The `policy-gnn` command as a program: `main`, then an immediate exit, so that tearing
+    JAX down half-way (XLA may still be compiling on its threads after a stop) cannot crash the
+    process after its last line. Every file was written and closed before `main` returned."""
     code = main()
-    if late and code == 0:
-        code = late_stop(code, late[0])
-    for s in held:
-        signal.signal(s, lambda signum, frame: exit_now(late_stop(code, signum)))
-    # Out without the interpreter's shutdown: it puts the default handlers back, and a signal
-    # then killed the process silently; XLA's threads may still be compiling after a stop.
-    # Every file was written and closed before `main` returned.
     processes.leave()  # the others may still be reading this process's seeds
     exit_now(code)
     return code
@@ -384,7 +355,7 @@ def _default_stem(args, config) -> str:
     # a file's name without its folder, or the output would land beside the data file
     path = pathlib.Path(args.dataset)
     name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
-    name = name or files.resolve(path).name or "dataset"  # "." or "..": the folder's own name
+    name = name or outputs.real_path(path).name or "dataset"  # "." or "..": the folder's own name
     split = f"-split{args.split or 0}" if has_splits(args) else ""
     split = "-splits" if args.splits is not None else split
     return f"{name.lower()}{split}-{tag}"

@@ -3,7 +3,6 @@ where it can resume from."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 
@@ -37,7 +36,6 @@ def interrupted_line(args, out: pathlib.Path | None, before=None) -> str:
     if args.splits is not None:  # each split checkpoints in a folder of its own
         started = sorted(folder.glob("split-*"), key=lambda p: p.stat().st_mtime)
         folder = started[-1] if started else folder
-    folder = current_checkpoint_dir(folder)
     steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit()]
     if not steps:
         return f"interrupted before the first checkpoint in {folder}; nothing to resume from."
@@ -45,10 +43,3 @@ def interrupted_line(args, out: pathlib.Path | None, before=None) -> str:
         f"interrupted; the last checkpoint is in {folder} (chunk {max(steps)}): run the same "
         f"command to resume from it."
     )
-
-
-def current_checkpoint_dir(folder: pathlib.Path) -> pathlib.Path:
-    """Where this run's checkpoints are now: `folder`, or the `<folder>.rescued-*-<pid>` this
-    process moved them to when the folder's lock was lost (the one written last)."""
-    rescued = list(folder.parent.glob(f"{folder.name}.rescued-*-{os.getpid()}"))
-    return max(rescued, key=lambda p: p.stat().st_mtime) if rescued else folder

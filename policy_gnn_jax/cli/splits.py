@@ -11,13 +11,12 @@ sweep resumes where it stopped by running the same command.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
 import time
 
 from policy_gnn_jax import config, data, methods, split_sweep
-from policy_gnn_jax.runtime import checkpoint, outputs, records, reuse
+from policy_gnn_jax.runtime import outputs, records, reuse
 
 
 def parse_splits(text: str, available: int) -> list[int]:
@@ -54,22 +53,19 @@ def parse_splits(text: str, available: int) -> list[int]:
     return chosen
 
 
-def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit, lock=None) -> dict:
+def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     """Fits every split of `args.splits` (`load(split)` gives its dataset, `fit(ds)` its fit),
     each saved in `out/split-K`, and writes `out/results.json` over the splits; returns it.
 
     The splits not saved already are compiled and run as one program (`split_sweep`), unless
-    `--split-map apart` or `--checkpoint-dir` (each split checkpoints in a folder of its own).
-    `lock` is `out`'s `FolderLock`: if its file is removed mid-sweep (another run may then own
-    `out`), the rest of the sweep is saved in a `<out>.rescued-*` folder instead, and a
-    `CheckpointError` says where."""
+    `--split-map apart` or `--checkpoint-dir` (each split checkpoints in a folder of its own)."""
     chosen = parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
     method = methods.get(args.method).name
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
     started = time.perf_counter()
     for k in chosen:  # refused before anything loads
         if (out / f"split-{k}").exists() and not (out / f"split-{k}").is_dir():
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{out / f'split-{k}'} is a file where split {k}'s folder goes: move it away, "
                 f"or choose another --out."
             )
@@ -85,43 +81,24 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit, lock=None
     # the same again), and uneven splits are not joined.
     joins = missing and (batch is not None or _split_map(args) != "vmap")
     trained = _fit_missing(args, cfg, datasets, chosen if batch else missing) if joins else {}
-    per_split, folders, dest = [], {}, out
+    per_split = []
     for k in chosen:
-        folders[k], record = out / f"split-{k}", saved[k]
+        record = saved[k]
         if record is None:
             fitted = trained[k] if k in trained else fit(datasets[k])
-            dest = _destination(out, lock, dest)
             # Once a split is replaced, what `out` held no longer describes the split folders;
             # a split that failed (diverged, refused, interrupted) replaced nothing.
-            _drop_summary(dest)
-            folders[k] = dest / f"split-{k}"
-            fitted.save(folders[k], overwrite=args.overwrite)
+            _drop_summary(out)
+            fitted.save(out / f"split-{k}", overwrite=args.overwrite)
             record = fitted.record
         print(f"split {k}: {records.summary_line(record)}", flush=True)
         per_split.append(_split_row(k, record))
     summary = summarise(per_split, record, method, args)
     summary["reused_splits"] = [k for k in chosen if saved[k] is not None]
     summary["wall_time_s"] = time.perf_counter() - started
-    dest = _destination(out, lock, dest)
-    for row in summary["per_split"]:  # where each split's fit is, from the summary's folder
-        row["folder"] = os.path.relpath(folders[row["split"]].resolve(), dest.resolve())
-    _drop_summary(dest)
-    checkpoint.atomic_write_text(dest / "results.json", json.dumps(summary, indent=2))
-    if dest != out:
-        raise checkpoint.CheckpointError(
-            f"the lock file of {out} was removed while this sweep held it, so another run may "
-            f"be writing there: nothing more was written in it, and the rest of the sweep (its "
-            f"summary included) was saved in {dest} instead."
-        )
+    _drop_summary(out)
+    outputs.atomic_write_text(out / "results.json", json.dumps(summary, indent=2))
     return summary
-
-
-def _destination(out: pathlib.Path, lock, dest: pathlib.Path) -> pathlib.Path:
-    """Where the sweep writes next: `out` while its lock holds; once the lock file is gone, a
-    rescue folder beside it (made once, then kept)."""
-    if dest != out or lock is None or lock.still_held():
-        return dest
-    return outputs.rescue_folder(out)
 
 
 def _split_map(args) -> str:
@@ -170,7 +147,7 @@ def _reusable(folder: pathlib.Path, ds, prepared, method: str, args, batch) -> d
         return None
     made = record.get("split_batch")
     made = f"--split-map vmap with splits {made}" if made else "--split-map map or apart"
-    raise checkpoint.CheckpointError(
+    raise outputs.CheckpointError(
         f"{folder} holds this split's run made with {made}; under vmap a split's rounding "
         f"depends on the splits batched with it, so it is not this command's result. Run it as "
         f"it was made, choose another --out, or pass --overwrite to train it again."

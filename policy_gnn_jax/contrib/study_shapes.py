@@ -13,35 +13,6 @@ HETEROPHILY_FILE = 'a results file of heterophily.py study ({"datasets": {...}})
 OPTIONS_FILE = 'an options file of heterophily.py options ({dataset: {"chosen_by_val": ...}})'
 
 
-# Written into every figure the studies draw (PNG metadata), with what drew it: a file at a
-# figure's path without its mark is a user's, or another command's, which drawing the figure
-# would replace.
-FIGURE_MARK = "drawn by policy-gnn-jax: "
-
-
-def is_our_figure(path, mark: str) -> bool:
-    """Whether the file at `path` is the figure `mark` names (`figures.save_figure`): a PNG
-    whose "Software" text is the mark."""
-    with open(path, "rb") as f:
-        return _png_texts(f.read()).get(b"Software") == f"{FIGURE_MARK}{mark}".encode()
-
-
-def _png_texts(data: bytes) -> dict:
-    """A PNG's tEXt entries (keyword: text); none for anything that is not a PNG."""
-    texts, at = {}, 8
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return texts
-    while at + 8 <= len(data):  # chunks: length, type, data, CRC
-        size, kind = int.from_bytes(data[at : at + 4], "big"), data[at + 4 : at + 8]
-        if kind == b"tEXt":
-            key, _, text = data[at + 8 : at + 8 + size].partition(b"\x00")
-            texts[key] = text
-        if kind == b"IEND":
-            break
-        at += 12 + size
-    return texts
-
-
 def _dict_of_dicts(value) -> bool:
     return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
 

@@ -1,40 +1,198 @@
-"""Output folders that nothing replaces by accident and two runs never write at once.
+"""Everything a run writes, as docs/reliability.md promises it: atomic files, output folders that
+hold one run's result and are replaced only when asked, and one writer per folder or file.
 
-- `new_folder`: a default output folder, unique per run (time to the microsecond and the process
-  id) and created exclusively, so runs started together never share one.
-- `FolderLock`: one writer per folder (an output or a checkpoint folder). The lock is a file in
-  the folder, `.policy-gnn.lock`, locked with `flock` and holding its owner's process id and host:
-  the kernel releases it when its process ends however it ends, so a killed run never leaves a
-  lock behind, and a second writer gets one error that names the owner. Paths are resolved
-  first, so a symlink and its target share one lock.
-- `check_no_result` / `publish`: a folder that holds any of a result's files is written only when
-  asked (`overwrite`), and then only those files are replaced: everything else in the folder
-  stays. `fit.json` goes first and comes back last, so a folder is never a complete fit made of
-  two runs' files (`load` also checks every file against the manifest in `fit.json`).
-
-Locks are taken with `flock`: reliable on a local disk; on a network file system it depends on
-the server.
+- `atomic_write_bytes` (and `_text`, `_json`): a temporary file beside the target, flushed to
+  disk, then renamed over it: a reader sees the old file or the new one, never half of one.
+- `new_folder`: a default output folder, unique per run and created exclusively.
+- `check_no_result` / `staging_folder` / `publish`: a folder that holds a result is written only
+  with `overwrite`, and then only the result's files are replaced; `fit.json` leaves first and
+  comes back last, so a folder never holds a complete fit made of two runs' files.
+- `FolderLock` / `hold_output_lock`: one writer per folder or file, with `flock`: the kernel
+  releases it however its process ends, and a second writer is told which process holds it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fcntl
 import json
 import os
 import pathlib
 import shutil
-import socket
-import stat
+import signal
+import tempfile
 import threading
 
-from policy_gnn_jax.runtime import files
-from policy_gnn_jax.runtime.checkpoint import CheckpointError, is_checkpoint_step, signals_deferred
-from policy_gnn_jax.runtime.files import short_name
+
+class CheckpointError(ValueError):
+    """An output that cannot be written or would replace a result, or a saved file (a result, a
+    fit, a checkpoint) that is damaged or belongs to another run. Says what to do."""
+
 
 # The files a result is made of; `fit.json` (the manifest) is written last.
 RESULT_FILES = ("results.json", "dataset.npz", "snapshots.npz", "fit.json")
 LOCK_NAME = ".policy-gnn.lock"
+# The signals a run stops on (held back while a checkpoint or a result is written).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def real_path(path) -> pathlib.Path:
+    """`path` with its links followed. A loop of links stays as it is, for its first use to
+    report as an OSError (`Path.resolve` raises RuntimeError on one before Python 3.13)."""
+    return pathlib.Path(os.path.realpath(os.fspath(path)))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> pathlib.Path:
+    """Writes `data` to `path` atomically, with the permissions the user's umask gives any new
+    file (a temporary file starts at 0600)."""
+    path = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException as err:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(err, OSError):  # a full disk, a quota, a file-size limit, ...
+            raise CheckpointError(
+                f"cannot write {path} ({err.strerror or err}): free some space or choose "
+                f"another folder; nothing was replaced."
+            ) from None
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> pathlib.Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> pathlib.Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2))
+
+
+def read_json(path: str | os.PathLike, made_by: str | None = None):
+    """Reads a JSON file the project wrote; a missing or corrupt one is a CheckpointError naming
+    the fix. `made_by`: the command that writes it, for a file read as an input."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise CheckpointError(
+            f"{path} does not exist (a relative path is read from the working directory "
+            f"{pathlib.Path.cwd()}): pass the file's path."
+        )
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        fix = ("If it is a file this project wrote, restore it from a copy (or delete it, and the "
+               "command makes it again); if it is another file, pass another name."
+               if made_by is None else
+               f"Restore it from a copy, or write it again with {made_by}.")  # fmt: skip
+        raise CheckpointError(
+            f"{path} is not JSON, or is corrupt or truncated ({err}). {fix}"
+        ) from None
+
+
+def check_folder_path(path, what: str) -> pathlib.Path:
+    """`path` as a folder to use: a path (not bytes or a number), not empty (the current folder,
+    unasked), not an existing file. `~` is expanded, as a shell would."""
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise CheckpointError(
+            f"the {what} must be a path (text or a pathlib.Path), got {type(path).__name__}."
+        )
+    if not str(os.fspath(path)).strip():
+        raise CheckpointError(f"the {what} is an empty path: name a folder.")
+    path = pathlib.Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"{what} {path} is an existing file, not a folder: choose a folder.")
+    return path
+
+
+def check_writable_dir(path, what: str = "output folder") -> pathlib.Path:
+    """Creates `path` if needed and proves a file can be written there, before any training."""
+    path = check_folder_path(path, what)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        raise CheckpointError(
+            f"cannot write to {what} {path} ({err.strerror or err}): choose a writable folder."
+        ) from None
+    return path
+
+
+def check_writable_file(path, what: str = "output file", overwrite: bool | None = None):
+    """Proves the file `path` can be written (its folder made if needed) before any work.
+
+    `overwrite=False`: an existing file is refused (a result is never replaced unasked); True:
+    it may be replaced; None: the file is merged into, not replaced (a study's results). With
+    `overwrite` given, the file is the script's own output: this process locks it until it ends
+    (`hold_output_lock`), so a second run writing it is refused."""
+    text = os.fspath(path) if isinstance(path, str | os.PathLike) else path
+    if not isinstance(text, str):
+        raise CheckpointError(f"the {what} must be a file's path, got {path!r}.")
+    if not text.strip():
+        raise CheckpointError(f"the {what} is an empty path: name a file.")
+    if text.endswith(("/", os.sep)):
+        raise CheckpointError(f"{what} {text} ends in '/', which names a folder: pass a file name.")
+    path = pathlib.Path(text).expanduser()
+    if path.is_dir():
+        raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
+    if overwrite is False and path.exists():
+        raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
+    check_writable_dir(path.parent, f"the folder for {what} {path.name},")
+    if overwrite is not None:
+        hold_output_lock(path)
+    return path
+
+
+_OUTPUT_LOCKS: dict[pathlib.Path, int] = {}  # lock file -> its open, locked descriptor
+
+
+def hold_output_lock(path: pathlib.Path) -> None:
+    """This process is the only writer of the file `path` until `release_output_locks()` (or
+    its end): `<path>.lock`, locked with `flock` and holding the owner's process id."""
+    lock = path.with_name(path.name + ".lock").absolute()
+    if lock in _OUTPUT_LOCKS:
+        return
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise CheckpointError(
+            f"cannot make {lock}, the lock file of {path.name} ({err.strerror or err}): choose "
+            f"another --out."
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise CheckpointError(
+            f"another run (process {owner}) is writing {path}: wait for it to end, or choose "
+            f"another --out."
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _OUTPUT_LOCKS[lock] = fd
+
+
+def release_output_locks() -> None:
+    """Ends `hold_output_lock`'s locks: each file is removed while still locked, then closed."""
+    for lock, fd in list(_OUTPUT_LOCKS.items()):
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+        del _OUTPUT_LOCKS[lock]
 
 
 def new_folder(root: str | os.PathLike, stem: str) -> pathlib.Path:
@@ -57,23 +215,24 @@ def new_folder(root: str | os.PathLike, stem: str) -> pathlib.Path:
         ) from None
 
 
-def rescue_folder(folder: str | os.PathLike) -> pathlib.Path:
-    """A new `<folder>.rescued-<time>-<pid>` beside `folder`, for what a run whose lock file was
-    removed would have written there. Resolved first (`--out .` has no name of its own), and
-    named from at most 160 bytes of the folder's name, so that it can be made."""
-    where = files.resolve(folder)
-    return new_folder(where.parent, f"{short_name(where.name, 160)}.rescued")
-
-
 def holds_result(folder: pathlib.Path) -> str | None:
     """The first of a result's files `folder` holds, or None."""
-    # lexists: a link to nowhere may be a result on a disk not mounted now
     return next((name for name in RESULT_FILES if os.path.lexists(folder / name)), None)
 
 
-def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> None:
-    """Refuses a folder that already holds a result's file unless `overwrite`; `how` names the
-    switch that allows it (`--overwrite`, `overwrite=True`)."""
+def is_checkpoint_step(path: pathlib.Path) -> bool:
+    """A step a checkpointer wrote (`runtime/step_store.py`), or one it was writing."""
+    if not path.is_dir():
+        return False
+    if ".orbax-checkpoint-tmp" in path.name or ".partial-" in path.name:
+        return True
+    markers = ("_CHECKPOINT_METADATA", "commit_success.txt", "meta.json")
+    return path.name.isdigit() and any((path / m).exists() for m in markers)
+
+
+def check_no_result(folder, overwrite: bool, how: str) -> None:
+    """Refuses a folder that already holds a result's file unless `overwrite` (`how` names the
+    switch), and a checkpoint folder: a result there would be deleted with its steps."""
     folder = pathlib.Path(folder)
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder} is an existing file, not a folder: choose a folder.")
@@ -85,14 +244,12 @@ def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> Non
                     f"replaced."
                 )
         steps = [p.name for p in folder.iterdir() if is_checkpoint_step(p)]
-        # A sweep over splits checkpoints each split in <folder>/split-K/.
         steps += [f"{p.name}/{q.name}" for p in folder.glob("split-*") if p.is_dir()
                   for q in p.iterdir() if is_checkpoint_step(q)]  # fmt: skip
         if steps:
             raise CheckpointError(
                 f"{folder} is a checkpoint folder (it holds {steps[0]}/): save results elsewhere."
             )
-    _check_not_in_checkpoints(folder)
     found = holds_result(folder) if folder.is_dir() else None
     if found and not overwrite:
         raise CheckpointError(
@@ -102,50 +259,10 @@ def check_no_result(folder: str | os.PathLike, overwrite: bool, how: str) -> Non
         )
 
 
-def check_input_kept(folder: str | os.PathLike, dataset) -> None:
-    """Refuses an output folder where one of a result's files is the input graph itself
-    (`--dataset DIR/dataset.npz --out DIR`): writing the result, or --overwrite, would replace
-    it, and a sweep over splits removes it as an earlier result."""
-    path = files.resolve(os.fspath(dataset))  # a link to a file there is that file
-    if path.name not in RESULT_FILES or not path.is_file():
-        return
-    where, out = path.parent, files.resolve(folder)
-    if where == out or (where.parent == out and where.name.startswith("split-")):
-        raise CheckpointError(
-            f"the input graph {dataset} is a file a result in {folder} is written to: it would "
-            f"be replaced. Choose another --out, or move the graph out of that folder."
-        )
-
-
-def _check_not_in_checkpoints(folder: pathlib.Path) -> None:
-    """A result may not sit inside a checkpoint folder: a run checkpointing there replaces and
-    deletes its numbered step folders, with whatever was put in them."""
-    for parent in folder.absolute().parents:
-        try:
-            names = [e.name for e in os.scandir(parent)]
-        except OSError:
-            continue
-        candidates = (n for n in names if n.isdigit() or ".orbax-checkpoint-tmp" in n
-                      or ".partial-" in n)  # fmt: skip
-        if any(is_checkpoint_step(parent / n) for n in candidates):
-            raise CheckpointError(
-                f"{folder} is inside the checkpoint folder {parent}: a run checkpointing there "
-                f"replaces and deletes its step folders. Choose a folder outside it."
-            )
-
-
-def lock_path(folder: str | os.PathLike) -> pathlib.Path:
-    return files.resolve(folder) / LOCK_NAME
-
-
 class FolderLock:
     """`with FolderLock(folder, what):` the only writer of `folder` while the block runs (the
-    folder is created if needed).
-
-    Re-entrant within a thread: a lock this thread already holds is not taken again, so a run
-    that locks its output folder can call `Fit.save`, which locks it too. Another thread of the
-    same process is another writer, refused like another process.
-    """
+    folder is created if needed). Re-entrant within a thread, so a run that locks its output
+    folder can call `Fit.save`, which locks it too; another thread is another writer."""
 
     _held: dict[tuple[pathlib.Path, int], list] = {}  # (lock path, thread) -> [count, fd]
 
@@ -154,89 +271,39 @@ class FolderLock:
         self.what = what
 
     def __enter__(self) -> FolderLock:
-        self.path = lock_path(self.folder)
+        self.path = real_path(self.folder) / LOCK_NAME  # a link and its target share one lock
         self.key = (self.path, threading.get_ident())
         held = FolderLock._held.get(self.key)
         if held:
             held[0] += 1
             return self
         try:
-            files.make_folders(self.path.parent)  # a failed command removes them if left empty
-            fd = self._acquire()
-        except IsADirectoryError:
-            raise CheckpointError(
-                f"{self.path} is a folder, where the {self.what}'s lock file goes: remove it."
-            ) from None
-        except PermissionError:
-            if self.path.exists() or self.path.is_symlink():
-                raise CheckpointError(
-                    f"the lock file {self.path} belongs to another user: a run of theirs may be "
-                    f"writing the {self.what}, or left it. Choose another folder, or ask them."
-                ) from None
-            raise CheckpointError(
-                f"cannot write to the {self.what} {self.folder} (permission denied): choose a "
-                f"writable folder."
-            ) from None
-        except OSError as err:  # a file in the way, read-only, /proc, ...
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+        except OSError as err:
             raise CheckpointError(
                 f"cannot write to the {self.what} {self.folder} ({err.strerror or err}): "
                 f"choose a writable folder."
             ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise CheckpointError(
+                f"the {self.what} {self.folder} is in use by another run (process {owner}). "
+                f"Wait for it to finish, or choose another folder."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
         FolderLock._held[self.key] = [1, fd]
         return self
-
-    def _acquire(self) -> int:
-        while True:
-            if self.path.is_symlink():  # a planted link would make us write the file it names
-                raise CheckpointError(
-                    f"{self.path} is a symlink, where the {self.what}'s lock file goes: remove "
-                    f"it (nothing was written through it)."
-                )
-            flags = os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0)
-            fd = os.open(self.path, flags, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                owner = _read_owner(fd)
-                os.close(fd)
-                raise CheckpointError(
-                    f"the {self.what} {self.folder} is in use by another run (process "
-                    f"{owner.get('pid', '?')} on {owner.get('host', '?')}, since "
-                    f"{owner.get('since', '?')}). Wait for it to finish, or choose another folder."
-                ) from None
-            # The previous owner may have removed the file between our open and our lock: the
-            # lock then guards a file nobody else can see, so take the one at the path again.
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a FIFO, a hard link, ...
-                os.close(fd)
-                raise CheckpointError(
-                    f"{self.path}, where the {self.what}'s lock file goes, is "
-                    f"{_not_a_plain_file(info)}, not a plain file of its own: remove it (nothing "
-                    f"was written to it)."
-                )
-            try:
-                same = os.stat(self.path).st_ino == info.st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                os.ftruncate(fd, 0)
-                os.write(fd, json.dumps(_owner_record()).encode())
-                return fd
-            os.close(fd)
 
     @classmethod
     def holds(cls, folder) -> bool:
         """Whether this thread already holds `folder`'s lock."""
-        return (lock_path(folder), threading.get_ident()) in cls._held
-
-    def still_held(self) -> bool:
-        """Whether the lock file at the path is still the one this lock holds (someone may
-        have deleted it by hand, letting another run take a new one)."""
-        held = FolderLock._held.get(self.key)
-        try:
-            return held is not None and os.stat(self.path).st_ino == os.fstat(held[1]).st_ino
-        except FileNotFoundError:
-            return False
+        path = real_path(folder) / LOCK_NAME
+        return (path, threading.get_ident()) in cls._held
 
     def __exit__(self, *exc) -> None:
         held = FolderLock._held.get(self.key)
@@ -246,43 +313,14 @@ class FolderLock:
         if held[0]:
             return
         del FolderLock._held[self.key]
-        if self.still_held_by(held[1]):  # never another run's lock, made after ours was deleted
-            self.path.unlink()  # while still locked: a waiter then retries on a fresh file
+        self.path.unlink(missing_ok=True)  # while still locked: a waiter retries on a new file
         os.close(held[1])
-
-    def still_held_by(self, fd: int) -> bool:
-        try:
-            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            return False
-
-
-def _read_owner(fd: int) -> dict:
-    try:
-        owner = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
-    except (OSError, ValueError):
-        return {}
-    return owner if isinstance(owner, dict) else {}
-
-
-def _owner_record() -> dict:
-    return {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "since": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
 
 
 def staging_folder(folder: str | os.PathLike) -> pathlib.Path:
     """A fresh, empty folder inside `folder` to write the new files into before `publish`."""
-    folder = pathlib.Path(folder)
-    staging = folder / f".staging-{os.getpid()}-{threading.get_ident()}"
+    staging = pathlib.Path(folder) / f".staging-{os.getpid()}-{threading.get_ident()}"
     try:
-        for old in folder.glob(".staging-*-*"):  # left by a crash: its process is gone
-            parts = old.name.split("-")
-            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-                if not _alive(parts[1]):  # only folders named as this module names them
-                    shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
     except OSError as err:
@@ -292,36 +330,37 @@ def staging_folder(folder: str | os.PathLike) -> pathlib.Path:
     return staging
 
 
-def _not_a_plain_file(info: os.stat_result) -> str:
-    """What a path that should be a plain file of its own is instead, in words."""
-    if stat.S_ISREG(info.st_mode):
-        return f"a file with {info.st_nlink} names (hard links)"
-    kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
-    return next((name for test, name in kinds if test(info.st_mode)), "a special file")
-
-
-def _alive(pid: str) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def publish(staging: pathlib.Path, folder: str | os.PathLike) -> pathlib.Path:
     """Moves the staged result files into `folder`, each by an atomic rename: the old `fit.json`
     first out, the new one last in. Other files in `folder` are not touched."""
     folder = pathlib.Path(folder)
     with signals_deferred():  # a Ctrl-C or SIGTERM lands after the last rename, never between
-        try:
-            (folder / "fit.json").unlink()
-        except FileNotFoundError:
-            pass
+        (folder / "fit.json").unlink(missing_ok=True)
         for name in RESULT_FILES:
             if (staging / name).exists():
                 os.replace(staging / name, folder / name)
         staging.rmdir()
     return folder
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Holds the stop signals back while the block runs, then lets the first one through."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = {
+        s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in STOP_SIGNALS
+    }
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if received:  # now, under the handlers the run had
+        handler = previous[received[0]]
+        if callable(handler):
+            handler(received[0], None)
+        else:
+            signal.raise_signal(received[0])

@@ -12,7 +12,7 @@ import platform
 import jax
 import numpy as np
 
-from policy_gnn_jax.runtime import checkpoint, compilation
+from policy_gnn_jax.runtime import compilation, outputs
 
 _PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "jraph", "numpy", "scipy")
 
@@ -58,7 +58,7 @@ def check_replaced_entries(old: dict, new: dict, path, overwrite: bool) -> None:
     only adds fields to it loses nothing)."""
     changed = [key for key in new if key in old and not _kept_in(old[key], new[key])]
     if changed and not overwrite:
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{path} already holds {', '.join(map(str, changed))} from another run, which this "
             f"one would replace; nothing was written. Pass --overwrite to replace "
             f"{'it' if len(changed) == 1 else 'them'}, or name another file (runs already "
@@ -152,8 +152,8 @@ def depth_fields(config, results) -> dict:
 
 def save(record: dict, out_dir: str | pathlib.Path) -> pathlib.Path:
     """Writes <out_dir>/results.json atomically (a crash never leaves a truncated file)."""
-    out = checkpoint.check_writable_dir(out_dir)
-    return checkpoint.atomic_write_json(out / "results.json", record)
+    out = outputs.check_writable_dir(out_dir)
+    return outputs.atomic_write_json(out / "results.json", record)
 
 
 # How a record's metric is named in text.

@@ -7,7 +7,7 @@ import sys
 
 from policy_gnn_jax import data
 from policy_gnn_jax.runtime import records, saved_fit
-from policy_gnn_jax.runtime.checkpoint import CheckpointError
+from policy_gnn_jax.runtime.outputs import CheckpointError
 
 
 def reusable_record(

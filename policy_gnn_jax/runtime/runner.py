@@ -35,45 +35,15 @@ class Terminated(KeyboardInterrupt):
     SIGQUIT, handled as Ctrl-C: one line, nothing half-written, exit status 143."""
 
 
-# The signal a handler asked the run to stop for (`request_stop`). A handler's exception can be
-# swallowed where Python cannot raise it (a callback inside JAX prints "Exception ignored" and
-# goes on), so the runner also checks this after every chunk: a stop asked for is never lost.
-_stop_requested: int | None = None
-# Whether that stop was raised already: a second Ctrl-C raised while the first one's exception
-# unwinds would interrupt the clean-up (a traceback, or a crash under XLA's threads), so it is
-# only remembered.
-_stop_raised = False
+# The stop signal the command's handler received (`cli.process`). Its KeyboardInterrupt can be
+# dropped where Python cannot raise it (JAX's garbage-collection callback prints "Exception
+# ignored" and goes on), so the runner also checks after every chunk: a stop is never lost.
+stop_signal: list[int] = []
 
 
-def request_stop(signum: int) -> None:
-    """A signal handler's act: remember the stop, then raise it, once (see `_stop_raised`)."""
-    if _stop_raised:
-        return
-    note_stop(signum)
-    _stop_if_requested()
-
-
-def note_stop(signum: int) -> None:
-    """Remember a stop without raising (where a raise would be lost); `_stop_if_requested`
-    raises it at the runner's next check."""
-    global _stop_requested
-    _stop_requested = signum
-
-
-def stop_requested() -> int | None:
-    return _stop_requested
-
-
-def clear_stop() -> None:
-    global _stop_requested, _stop_raised
-    _stop_requested, _stop_raised = None, False
-
-
-def _stop_if_requested() -> None:
-    global _stop_raised
-    if _stop_requested is not None:
-        _stop_raised = True
-        raise KeyboardInterrupt if _stop_requested == signal.SIGINT else Terminated
+def raise_if_stopped() -> None:
+    if stop_signal:
+        raise KeyboardInterrupt if stop_signal[0] == signal.SIGINT else Terminated
 
 
 class ResourceError(ValueError):
@@ -267,7 +237,7 @@ def run_trainer(
     )
     try:
         for index in range(start, len(lengths)):
-            _stop_if_requested()
+            raise_if_stopped()
             try:
                 state, metrics = run_chunk[lengths[index]](state)
             except Exception as err:

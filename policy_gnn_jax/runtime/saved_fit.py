@@ -25,8 +25,8 @@ import scipy.sparse as sp
 
 from policy_gnn_jax import data
 from policy_gnn_jax.config import Config, ConfigError
-from policy_gnn_jax.runtime import checkpoint, files, outputs
-from policy_gnn_jax.runtime.checkpoint import CheckpointError
+from policy_gnn_jax.runtime import outputs
+from policy_gnn_jax.runtime.outputs import CheckpointError
 
 # 2: with the manifest (`files`, `run_fingerprint`), required; 1: fits saved before it.
 FORMAT = 2
@@ -204,16 +204,8 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
     overwrite = bool(overwrite)
     folder = _as_path(folder)
     if not outputs.FolderLock.holds(folder):  # a run saving into its own locked folder checks
-        outputs.check_no_result(folder, overwrite, "overwrite=True")  # after the rescue check
-    with outputs.FolderLock(folder, "output folder") as lock:
-        if not lock.still_held():  # its lock file was deleted mid-run: another run may write here
-            rescue = outputs.rescue_folder(folder)
-            write(rescue, record, ds, leaves, meta, overwrite=False)
-            raise CheckpointError(
-                f"the lock file of {folder} was removed while this run held it, so another run "
-                f"may be writing there: nothing was written in it, and the result was saved in "
-                f"{rescue} instead."
-            )
+        outputs.check_no_result(folder, overwrite, "overwrite=True")
+    with outputs.FolderLock(folder, "output folder"):
         outputs.check_no_result(folder, overwrite, "overwrite=True")  # again, as the owner
         staging = outputs.staging_folder(folder)
         try:
@@ -225,9 +217,9 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
                 "snapshots.npz": snapshots.getvalue(),
             }
             for name, blob in blobs.items():
-                checkpoint.atomic_write_bytes(staging / name, blob)
+                outputs.atomic_write_bytes(staging / name, blob)
             manifest = {name: _sha256(blob) for name, blob in blobs.items()}
-            checkpoint.atomic_write_json(staging / "fit.json", {**meta, "files": manifest})
+            outputs.atomic_write_json(staging / "fit.json", {**meta, "files": manifest})
             return outputs.publish(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -248,7 +240,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"{folder} holds no saved fit (no fit.json): pass a folder written by Fit.save or by "
             f"the policy-gnn command's --out."
         )
-    meta = checkpoint.read_json(folder / "fit.json")
+    meta = outputs.read_json(folder / "fit.json")
     if not isinstance(meta, dict) or "config" not in meta or "num_leaves" not in meta:
         raise CheckpointError(
             f"{folder}/fit.json is not the fit.json of a saved fit (it holds "
@@ -274,7 +266,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
                 f"fit.json's manifest: changed, damaged, or copied from another fit). Save the "
                 f"fit again."
             )
-    record = checkpoint.read_json(folder / "results.json")
+    record = outputs.read_json(folder / "results.json")
     try:
         ds = _dataset_from(blobs["dataset.npz"])
     except CheckpointError:  # already names its file and fix (a folder of arrays)
@@ -307,9 +299,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
 def _as_path(folder) -> pathlib.Path:
     if not isinstance(folder, str | os.PathLike) or not str(folder):
         raise CheckpointError(f"a saved fit's folder must be a path, got {folder!r}.")
-    files.refuse_url(folder, "the saved fit's folder", "folder")
-    files.check_name_fits(pathlib.Path(folder), "the saved fit's folder")
-    return pathlib.Path(folder)
+    return pathlib.Path(folder).expanduser()
 
 
 def _check_meta(folder: pathlib.Path, meta: dict) -> None:
@@ -362,7 +352,7 @@ def saved_record_of(
     manifest = pathlib.Path(folder) / "fit.json"
     if not manifest.is_file():
         return None
-    saved = checkpoint.read_json(manifest)
+    saved = outputs.read_json(manifest)
     found = saved.get("run_fingerprint") if isinstance(saved, dict) else None
     today = found == run_fingerprint(ds, config, method, seeds, seed)
     if not today and found != run_fingerprint(ds, config, method, seeds, seed, legacy=True):

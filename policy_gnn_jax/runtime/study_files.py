@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from policy_gnn_jax.runtime import checkpoint, files, outputs, records
+from policy_gnn_jax.runtime import outputs, records
 
 
 def check(path, what: str, shape_ok: Callable[[object], bool]) -> dict:
@@ -33,15 +33,15 @@ def check(path, what: str, shape_ok: Callable[[object], bool]) -> dict:
     path = pathlib.Path(path)
     folder = path.parent
     if path.name in outputs.RESULT_FILES and (folder / "fit.json").is_file():
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{path} is a file of the saved fit in {folder}, not {what}: merging into it would "
             f"break that fit. Pass another file."
         )
     if not path.exists():
         return {}
-    value = checkpoint.read_json(path)
+    value = outputs.read_json(path)
     if not shape_ok(value):
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{path} is not {what} (its contents have another shape), so nothing is merged "
             f"into it: move it away, or pass another file."
         )
@@ -54,10 +54,10 @@ def merge(path, what: str, shape_ok, update: Callable[[dict], dict],
     under the folder's lock; returns what was written. `update` may refuse (raise): then
     nothing is written. `then(merged)` writes the files made from the merged whole (a table, a
     figure's points beside it) under the same lock, so that two runs' merges never interleave."""
-    path = files.resolve(path)  # a link: its target is the file merged into
+    path = outputs.real_path(path)  # a link: its target is the file merged into
     with _folder_locked(path.parent):
         merged = update(check(path, what, shape_ok))
-        checkpoint.atomic_write_text(path, json.dumps(merged, indent=2))
+        outputs.atomic_write_text(path, json.dumps(merged, indent=2))
         if then is not None:
             then(merged)
     return merged
@@ -80,7 +80,7 @@ def read_cache(path, tag: str, expected: dict, overwrite: bool, what: str) -> di
     refused unless `overwrite`, naming `what` it holds, so it is never replaced unasked."""
     path = pathlib.Path(path)
     if path.is_dir():
-        raise checkpoint.CheckpointError(f"{path} is a folder, where {what} go: move it away.")
+        raise outputs.CheckpointError(f"{path} is a folder, where {what} go: move it away.")
     if not path.exists():
         return None
     try:
@@ -88,7 +88,7 @@ def read_cache(path, tag: str, expected: dict, overwrite: bool, what: str) -> di
             if str(z["tag"]) != tag:
                 if overwrite:
                     return None
-                raise checkpoint.CheckpointError(
+                raise outputs.CheckpointError(
                     f"{path} holds {what} of another configuration, data or XLA_FLAGS (this "
                     f"process has XLA_FLAGS={records.xla_flags()!r}): nothing was replaced. Pass "
                     f"--overwrite to train them again, or use another --out."
@@ -100,7 +100,7 @@ def read_cache(path, tag: str, expected: dict, overwrite: bool, what: str) -> di
             if not same:
                 raise ValueError(f"its {key} differ from this run's")
         return cached
-    except checkpoint.CheckpointError:
+    except outputs.CheckpointError:
         raise
     except Exception as err:
         print(f"warning: {path} could not be read ({type(err).__name__}: {err}); training its "

@@ -105,20 +105,6 @@ def hold_output_file_lock(path: pathlib.Path) -> int:
     return fd
 
 
-def occupy_lock_path(lock: pathlib.Path, kind: str) -> tuple[pathlib.Path, pathlib.Path]:
-    """A user's file `mine.txt` beside `lock`, and `lock` made a symlink or a hard link to it,
-    or a user's own file of that name."""
-    mine = lock.with_name("mine.txt")
-    mine.write_text("precious")
-    if kind == "symlink":
-        lock.symlink_to(mine)
-    elif kind == "hardlink":
-        os.link(mine, lock)
-    else:
-        lock.write_text("my notes")
-    return mine, lock
-
-
 def texas_split_with_boundary(folder: pathlib.Path, name: str, train_end: int) -> pathlib.Path:
     """A one-split copy of Texas at `folder/name`: train 0..train_end-1, val train_end..139,
     test 140..182."""

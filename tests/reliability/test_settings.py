@@ -10,8 +10,8 @@ import sys
 import jax
 import numpy as np
 import pytest
-from reliability_helpers import TWO_EPISODE_CONFIG, path_graph_arrays, run_quick
 from conftest import TEXAS_GCN
+from reliability_helpers import TWO_EPISODE_CONFIG, path_graph_arrays, run_quick
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli
@@ -27,13 +27,6 @@ def _warnings(capsys, *argv):
 def path_graph():
     features, edges, labels, splits = path_graph_arrays()
     return pg.from_arrays(features, edges, labels, **splits, symmetrise=True)
-
-
-def test_the_fault_injection_variable_is_named_when_wrong(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("POLICY_GNN_KILL_AFTER_CHECKPOINTS", "soon")
-    code = run_quick("--out", str(tmp_path / "o"), "--checkpoint-dir", str(tmp_path / "c"))
-    err = capsys.readouterr().err
-    assert code == 2 and "POLICY_GNN_KILL_AFTER_CHECKPOINTS" in err
 
 
 def test_set_backbone_gets_that_backbones_preset():

@@ -11,13 +11,10 @@ import textwrap
 import time
 
 import pytest
-from reliability_helpers import QUICK, ROOT, toy_graph
 from conftest import TEXAS_GCN
+from reliability_helpers import QUICK, ROOT
 
-import policy_gnn_jax as pg
 from policy_gnn_jax import cli
-from policy_gnn_jax.cli import process
-from policy_gnn_jax.runtime import runner
 
 SIGNAL_DURING_PUBLISH = """
 import os, signal, sys
@@ -107,65 +104,6 @@ def test_a_signal_during_the_final_save_lands_after_it(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "interrupted after the save, seed 1"
 
 
-def test_a_stop_asked_for_is_not_lost_if_its_exception_was_swallowed():
-    """Before: a SIGTERM whose exception landed in a JAX callback was discarded, and the run
-    went on to the end. The runner now checks the request after every chunk."""
-    import signal
-
-    from policy_gnn_jax.runtime import runner
-
-    runner._stop_requested = signal.SIGTERM  # as a handler leaves it when its raise is lost
-    try:
-        with pytest.raises(runner.Terminated):
-            pg.fit(toy_graph(), pg.Config.tiny(epochs=4), method="gcn", seeds=1, progress=False)
-    finally:
-        runner.clear_stop()
-
-
-def test_a_second_signal_while_the_first_unwinds_is_not_raised():
-    """Before: a second Ctrl-C 0.01-0.1 s after the first raised inside the clean-up, which
-    printed a traceback or crashed the process (SIGSEGV) under XLA's compile threads."""
-    runner.clear_stop()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            process.stop_on_signal(signal.SIGINT, None)
-        process.stop_on_signal(signal.SIGINT, None)  # returns
-        process.stop_on_signal(signal.SIGTERM, None)
-        assert runner.stop_requested() == signal.SIGINT
-    finally:
-        runner.clear_stop()
-    with pytest.raises(KeyboardInterrupt):  # the next run stops again
-        process.stop_on_signal(signal.SIGINT, None)
-    runner.clear_stop()
-
-
-def test_a_signal_after_the_run_finished_is_one_line_and_its_status():
-    """Before: a signal while the interpreter shut down after a finished run ended the process
-    by the signal (status -2), with nothing on stderr. The command now leaves without that
-    shutdown (os._exit), so the signals here come just after the run."""
-    finished = _child(
-        """
-        import os, signal, sys
-        from policy_gnn_jax.cli import command
-        command.main = lambda: (os.kill(os.getpid(), signal.SIGINT), 0)[1]
-        sys.exit(command.entry())
-        """
-    )
-    assert finished.returncode == 130, finished.stderr
-    assert finished.stderr == (
-        "error: interrupted after the run had finished; its result is complete.\n"
-    )
-    failed = _child(
-        """
-        import os, signal, sys
-        from policy_gnn_jax.cli import command
-        command.main = lambda: (os.kill(os.getpid(), signal.SIGINT), 2)[1]
-        sys.exit(command.entry())
-        """
-    )
-    assert (failed.returncode, failed.stderr) == (2, "")  # its own error line said why already
-
-
 def test_a_double_ctrl_c_during_training_is_one_line(tmp_path):
     """The end-to-end form of the second-signal test: two SIGINTs 20 ms apart."""
     proc = subprocess.Popen(
@@ -184,19 +122,6 @@ def test_a_double_ctrl_c_during_training_is_one_line(tmp_path):
     assert proc.returncode == 130, err[-3000:]
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: interrupted"), err[-3000:]
     assert not (tmp_path / "o").exists()
-
-
-def test_the_interrupt_line_names_the_folder_checkpoints_were_rescued_to(tmp_path):
-    """Before: after the checkpoint folder's lock was lost and later checkpoints went to
-    `<dir>.rescued-*`, a Ctrl-C named the original folder and its older chunk."""
-    ck = tmp_path / "ck"
-    (ck / "2").mkdir(parents=True)
-    rescued = tmp_path / f"ck.rescued-20261127-073312-959351-{os.getpid()}"
-    (rescued / "3").mkdir(parents=True)
-    (tmp_path / "ck.rescued-20261127-073312-959351-1").mkdir()  # another process's
-    args = cli.build_parser().parse_args(["--checkpoint-dir", str(ck)])
-    line = cli.interrupted_line(args, None)
-    assert str(rescued) in line and "(chunk 3)" in line, line
 
 
 def test_an_interrupt_before_the_first_split_says_nothing_was_saved(tmp_path):
@@ -266,52 +191,3 @@ def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, m
     assert not (tmp_path / "sw" / "results.json").exists()
     split0 = json.loads((tmp_path / "sw" / "split-0" / "results.json").read_text())
     assert split0["config"]["epochs"] == 3
-
-
-@pytest.mark.parametrize(
-    "script",
-    ["experiments/reproduce.py", "experiments/heterophily.py", "experiments/run.py",
-     "-m policy_gnn_jax.cli"],
-)  # fmt: skip
-@pytest.mark.parametrize(("signum", "code"), [(2, 130), (15, 143), (1, 143)])
-def test_a_stop_while_a_script_starts_is_one_line(tmp_path, script, signum, code):
-    """Before: a KeyboardInterrupt traceback from inside JAX's imports for Ctrl-C, and no line
-    at all for SIGTERM (the process died of the signal). A closed terminal's SIGHUP ends with
-    SIGTERM's 143, as it does during a run (docs/reliability.md); it gave 129 here."""
-    import signal
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    if script in ("experiments/run.py", "-m policy_gnn_jax.cli"):  # the policy-gnn command
-        argv = [sys.executable, *script.split(), "--dataset", "cora", "--out", str(tmp_path / "o")]
-    else:
-        what, name = ("table", "cora") if "reproduce" in script else ("study", "texas")
-        argv = [sys.executable, script, what, "--datasets", name, "--out", str(tmp_path / "o")]
-    child = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
-    time.sleep(0.4)  # the package is imported, JAX is loading
-    child.send_signal(signum)
-    out, err = child.communicate(timeout=120)
-    assert child.returncode == code, err
-    assert err.strip() == "error: interrupted while starting; nothing was run."
-    assert out == "" and not (tmp_path / "o").exists()
-
-
-def test_a_stop_inside_a_finaliser_is_noted_not_raised():
-    """Before: a Ctrl-C landing in a progress bar's __del__ printed "Exception ignored in ...
-    __del__" with a traceback (Python drops exceptions raised in finalisers)."""
-    from policy_gnn_jax.cli import process
-
-    def __del__():  # noqa: N807 (a frame named as a finaliser's)
-        process.stop_on_signal(signal.SIGINT, sys._getframe())
-
-    runner.clear_stop()
-    try:
-        __del__()  # no KeyboardInterrupt here
-        assert runner.stop_requested() == signal.SIGINT
-    finally:
-        runner.clear_stop()

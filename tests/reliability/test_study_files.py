@@ -9,13 +9,12 @@ import time
 
 import numpy as np
 import pytest
-from conftest import _experiment
+from conftest import HETEROPHILY_DIR, _experiment, need
 from reliability_helpers import run_python
-from conftest import HETEROPHILY_DIR, need
 
 import policy_gnn_jax as pg
 from policy_gnn_jax.contrib.adaptive_depth import heterophily_table
-from policy_gnn_jax.runtime import checkpoint, files, records, study_files
+from policy_gnn_jax.runtime import outputs, records, study_files
 
 
 def _row(dataset, backbone, method, test):
@@ -183,30 +182,6 @@ def test_a_headroom_file_that_is_the_runs_own_output_is_refused(reproduce_module
     assert merged.read_bytes() == before
 
 
-@pytest.mark.parametrize("side", ["md", "depths-folder", "depths-corrupt"])
-def test_the_studys_files_beside_its_json_are_checked_first(experiment, tmp_path, capsys, side):
-    """Before: a user's X.md beside --results-json X.json was replaced by the table; X.depths.npz
-    as a folder was a traceback, and a corrupt one numpy's pickle message, both after the JSON
-    had been written."""
-    results = tmp_path / "r.json"
-    if side == "md":
-        (tmp_path / "r.md").write_text("my notes\n")
-    elif side == "depths-folder":
-        (tmp_path / "r.depths.npz").mkdir()
-    else:
-        (tmp_path / "r.depths.npz").write_bytes(b"not an npz")
-    argv = ["study", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
-            "--max-depth", "1", "--num-splits", "1", "--out", str(tmp_path / "runs"),
-            "--options-json", str(tmp_path / "o.json"), "--results-json", str(results),
-            "--figure", str(tmp_path / "f.png")]  # fmt: skip
-    assert experiment("heterophily").main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error:") and "r." in err and "Traceback" not in err
-    assert not results.exists() and not (tmp_path / "runs").exists()
-    if side == "md":
-        assert (tmp_path / "r.md").read_text() == "my notes\n"
-
-
 def test_a_merged_json_that_is_a_link_updates_its_target(tmp_path):
     """Before: the link was replaced by a regular file; the file it pointed to never changed."""
     target = tmp_path / "real" / "merged.json"
@@ -269,7 +244,7 @@ def test_a_damaged_input_json_is_not_said_to_be_remade_by_deleting_it(tmp_path):
     path = tmp_path / "ablation.json"
     path.write_text("")
     with pytest.raises(pg.CheckpointError) as err:
-        checkpoint.read_json(path, made_by="adaptive_depth.py ablate")
+        outputs.read_json(path, made_by="adaptive_depth.py ablate")
     assert "adaptive_depth.py ablate" in str(err.value) and "Delete it" not in str(err.value)
 
 
@@ -343,7 +318,7 @@ def test_a_users_file_read_as_a_merged_json_is_not_called_corrupt(tmp_path):
     notes = tmp_path / "notes.md"
     notes.write_text("# my notes\n")
     with pytest.raises(pg.CheckpointError) as err:
-        files.read_json(notes)
+        outputs.read_json(notes)
     assert "Delete it" not in str(err.value) and "not JSON" in str(err.value)
 
 

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-from reliability_helpers import texas_split_with_boundary
 from conftest import HETEROPHILY_DIR, TEXAS_GCN, need
+from reliability_helpers import texas_split_with_boundary
 from test_splits import _argv, _benchmark_file
 
 import policy_gnn_jax as pg

@@ -17,7 +17,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import split_sweep
-from policy_gnn_jax.runtime import checkpoint, records, study_files
+from policy_gnn_jax.runtime import outputs, records, study_files
 
 
 def fixed_depths(
@@ -79,7 +79,7 @@ def fixed_depths_of_splits(
         tag = np.array(_fixed_tag(datasets[k], cfg, seeds))
         np.savez_compressed(buffer, tag=tag, split_batch=batch, **result[k])
         folders[k].mkdir(parents=True, exist_ok=True)
-        checkpoint.atomic_write_bytes(cache_path(folders[k], cfg, seeds), buffer.getvalue())
+        outputs.atomic_write_bytes(cache_path(folders[k], cfg, seeds), buffer.getvalue())
     return result
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import pathlib
 
 import jax
@@ -16,10 +15,9 @@ from policy_gnn_jax.contrib.study_shapes import (
     HETEROPHILY_FILE,
     OPTIONS_FILE,
     heterophily_shape,
-    is_our_figure,
     options_shape,
 )
-from policy_gnn_jax.runtime import checkpoint, files, records, study_files
+from policy_gnn_jax.runtime import outputs, records, study_files
 
 # Published test results on these splits (mean ± std over the ten splits, in %): the GloGNN
 # repository's results table, the ACM-GNN paper's appendix (fixed 48/32/20 splits), and the
@@ -73,7 +71,7 @@ def write(path: pathlib.Path, summary: dict, policies: tuple) -> None:
         + ", ".join(f"{n}: {summary[n]['backbone_options']}" for n in names)
         + ". Every choice on validation; upper bounds read test labels and are not methods."
     )
-    checkpoint.atomic_write_text(path, "\n".join(lines) + "\n")
+    outputs.atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def dataset_entry(option: str, metric: str, seeds: int, max_depth: int, episodes: int,
@@ -183,62 +181,13 @@ def entries_of(merged: dict) -> dict:
     return {name: {**top, **entry} for name, entry in merged.get("datasets", {}).items()}
 
 
-def check_files(options: pathlib.Path, results: pathlib.Path, choices,
-                figure: pathlib.Path | None = None) -> None:  # fmt: skip
-    """The files the study merges into and writes beside its results, checked before the
-    sweeps: the two JSON files hold what the study wrote (`study_files`; `choices`: the
-    backbone options an options file may name), and the table
-    (`<results>.md`) and the figure's points (`<results>.depths.npz`) are the study's own, not
-    a user's file of that name, which writing them would replace; so is the `figure`, if given
-    (one this library drew)."""
+def check_files(options: pathlib.Path, results: pathlib.Path, choices) -> None:
+    """The two JSON files the study merges into hold what the study wrote (`study_files`;
+    `choices`: the backbone options an options file may name). The table (`<results>.md`), the
+    figure's points (`<results>.depths.npz`) and the figure are made from the results file, and
+    drawn again at every merge."""
     study_files.check(options, OPTIONS_FILE, options_shape(choices))
     study_files.check(results, HETEROPHILY_FILE, heterophily_shape)
-    table, points = results.with_suffix(".md"), results.with_suffix(".depths.npz")
-    if table.exists() and not (table.is_file() and _starts_as_a_table(table)):
-        raise checkpoint.CheckpointError(
-            f"{table} (the table written beside --results-json) is not one this script wrote: "
-            f"move it away, or pass another --results-json."
-        )
-    if points.exists() and not _holds_points(points):
-        raise checkpoint.CheckpointError(
-            f"{points} (the figure's points kept beside --results-json) is not a file this "
-            f"script wrote: move it away, or pass another --results-json."
-        )
-    if figure is not None and figure.is_symlink():  # replaced by a file, it would lose the link
-        raise checkpoint.CheckpointError(
-            f"{figure} (--figure) is a symbolic link: pass the file it names, or another."
-        )
-    drawn = (
-        figure is not None
-        and figure.is_file()
-        and is_our_figure(figure, figure_mark(results, figure))
-    )
-    if figure is not None and figure.exists() and not drawn:
-        raise checkpoint.CheckpointError(
-            f"{figure} (--figure) is not the figure of this study's {results.name} (a file of "
-            f"yours, another command's figure, or another study's), and drawing it would replace "
-            f"it: move it away, or pass another --figure."
-        )
-
-
-def figure_mark(results: pathlib.Path, figure: pathlib.Path) -> str:
-    """What the depth figure says drew it: the study whose results file it shows, named from
-    the figure's folder (so the two can move together)."""
-    return f"heterophily depths of {os.path.relpath(results.absolute(), figure.absolute().parent)}"
-
-
-def _starts_as_a_table(path: pathlib.Path) -> bool:
-    with open(path, errors="replace") as f:
-        return f.readline().startswith("| row | ")
-
-
-def _holds_points(path: pathlib.Path) -> bool:
-    """An .npz of [n, 3] arrays (degree, homophily, depth), read without pickles."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return all(z[k].ndim == 2 and z[k].shape[1] == 3 for k in z.files)
-    except Exception:  # not an npz, a folder, a pickle: not the study's
-        return False
 
 
 def merge_points(results: pathlib.Path, points: dict) -> dict:
@@ -253,7 +202,7 @@ def merge_points(results: pathlib.Path, points: dict) -> dict:
             kept.pop(name, None)
     buffer = io.BytesIO()
     np.savez(buffer, **kept)
-    checkpoint.atomic_write_bytes(path, buffer.getvalue())
+    outputs.atomic_write_bytes(path, buffer.getvalue())
     return kept
 
 
@@ -267,7 +216,7 @@ def check_distinct_outputs(options_json, results_json, figure) -> None:
         raise ConfigError(
             f"--figure must name an image ({', '.join(FIGURE_SUFFIXES)}), got {figure}."
         )
-    if files.resolve(options_json) == files.resolve(results_json):
+    if outputs.real_path(options_json) == outputs.real_path(results_json):
         raise ConfigError(
             f"--options-json and --results-json are one file ({results_json}): give each "
             f"its own, or one would be written over the other."

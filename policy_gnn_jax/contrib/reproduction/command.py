@@ -26,7 +26,7 @@ from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction import figures, runs, tables
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
-from policy_gnn_jax.runtime import checkpoint, files, outputs, runner, study_files
+from policy_gnn_jax.runtime import outputs, runner, study_files
 
 
 def check_args(args) -> None:
@@ -51,17 +51,18 @@ def check_args(args) -> None:
         raise data.DataError(f"--data-dir {args.data_dir} does not exist or is not a folder.")
     if args.seeds < 1:
         raise config_lib.ConfigError(f"--seeds must be >= 1, got {args.seeds}.")
-    checkpoint.check_writable_dir(args.out)
+    outputs.check_writable_dir(args.out)
     if args.what == "headroom":
-        own = {files.resolve(pathlib.Path(args.out) / n) for n in ("headroom.json", "headroom.md")}
-        if files.resolve(args.headroom_json) in own:  # written with this run's only
-            raise checkpoint.CheckpointError(
+        out = pathlib.Path(args.out)
+        own = {outputs.real_path(out / n) for n in ("headroom.json", "headroom.md")}
+        if outputs.real_path(args.headroom_json) in own:  # written with this run's only
+            raise outputs.CheckpointError(
                 f"--headroom-json {args.headroom_json} is this run's own "
                 f"{pathlib.Path(args.headroom_json).name} in --out "
                 f"{args.out}, which holds this run's analyses only: name another file for the "
                 f"merged one, e.g. docs/results/headroom.json."
             )
-        checkpoint.check_writable_file(args.headroom_json)
+        outputs.check_writable_file(args.headroom_json)
         study_files.check(args.headroom_json, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES))
 
 
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
     if args.out is None:
         suffix = "" if args.backbone == "gcn" else f"-{args.backbone}"
         args.out = f"results/reproduce{suffix}"
-    return exit_status(run, args, folders=[args.out])
+    return exit_status(run, args)
 
 
 def run(args) -> None:

@@ -16,12 +16,10 @@ from policy_gnn_jax.contrib.adaptive_depth import headroom as pg_headroom
 from policy_gnn_jax.contrib.reproduction import runs as run_cache
 from policy_gnn_jax.contrib.reproduction import tables
 from policy_gnn_jax.contrib.study_shapes import (
-    FIGURE_MARK,
     HEADROOM_FILE,
     headroom_shape,
-    is_our_figure,
 )
-from policy_gnn_jax.runtime import checkpoint, records, study_files
+from policy_gnn_jax.runtime import outputs, records, study_files
 
 
 def figures(args) -> None:
@@ -32,7 +30,7 @@ def figures(args) -> None:
 
     out = pathlib.Path(args.out)
     runs_by_name = {
-        p.parent.parent.name: checkpoint.read_json(p)
+        p.parent.parent.name: outputs.read_json(p)
         for p in sorted(out.glob("*/policy-gnn/results.json"))
     }
     if not runs_by_name:
@@ -89,13 +87,11 @@ def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: pathlib.Path) -
     save_figure(fig, path)
 
 
-def save_figure(fig, path: pathlib.Path, mark: str = "") -> None:
-    """PNG written atomically: an interrupted run never leaves a half-written figure. `mark`
-    (default: the file's name) says what drew it, in its metadata (`study_shapes.is_our_figure`)."""
+def save_figure(fig, path: pathlib.Path) -> None:
+    """PNG written atomically: an interrupted run never leaves a half-written figure."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, dpi=120, format="png",
-                metadata={"Software": f"{FIGURE_MARK}{mark or path.name}"})  # fmt: skip
-    checkpoint.atomic_write_bytes(path, buffer.getvalue())
+    fig.savefig(buffer, dpi=120, format="png")
+    outputs.atomic_write_bytes(path, buffer.getvalue())
 
 
 def fixed_depth_probs(name, ds, args, out_root) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +122,7 @@ def fixed_depth_probs(name, ds, args, out_root) -> tuple[np.ndarray, np.ndarray]
     buffer = io.BytesIO()
     np.savez_compressed(buffer, probs=probs, depths=depths, tag=np.array(tag))
     path.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint.atomic_write_bytes(path, buffer.getvalue())
+    outputs.atomic_write_bytes(path, buffer.getvalue())
     return probs, depths
 
 
@@ -193,8 +189,8 @@ def headroom(args) -> None:
     study_files.merge(merged_path, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES),
                       add_backbone)  # fmt: skip
     # Only once the merge is accepted: a refused run leaves this run's files as they were.
-    checkpoint.atomic_write_text(out / "headroom.md", text)
-    checkpoint.atomic_write_text(out / "headroom.json", json.dumps(analyses, indent=2))
+    outputs.atomic_write_text(out / "headroom.md", text)
+    outputs.atomic_write_text(out / "headroom.json", json.dumps(analyses, indent=2))
     print(text)
 
 
@@ -205,18 +201,18 @@ def _check_fig1_is_this_commands(path: pathlib.Path, ds, args) -> None:
     if args.overwrite:
         return
     png = path.with_suffix(".png")
-    if png.exists() and not (png.is_file() and is_our_figure(png, f"fig1 of {path.name}")):
-        raise checkpoint.CheckpointError(
-            f"{png} is not a figure fig1 drew (a file of yours, or another command's): nothing "
-            f"was replaced. Pass --overwrite to replace it, or use another --out."
+    if not path.exists() and png.exists():
+        raise outputs.CheckpointError(
+            f"{png} exists, and no {path.name} beside it says fig1 drew it: nothing was "
+            f"replaced. Pass --overwrite to replace it, or use another --out."
         )
     if not path.exists():
         return
-    saved = checkpoint.read_json(path)
+    saved = outputs.read_json(path)
     ours = {"seeds": args.seeds, "seed_mode": args.seed_mode, "preset": args.preset}
     same = isinstance(saved, dict) and ds.made_of(str(saved.get("dataset_fingerprint")))
     if not same or any(saved.get(k) != v for k, v in ours.items()):
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{path} (and its figure) were drawn by another command (another graph named "
             f"{ds.name}, other seeds, seed mode or preset, or one not recorded): nothing was "
             f"replaced. Pass --overwrite to replace them, or use another --out."
@@ -264,8 +260,8 @@ def fig1(args) -> None:
     )
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
-    save_figure(fig, out / f"{stem}.png", f"fig1 of {stem}.json")
-    checkpoint.atomic_write_json(
+    save_figure(fig, out / f"{stem}.png")
+    outputs.atomic_write_json(
         out / f"{stem}.json",
         {
             "nodes": ds.test_index[picked].tolist(),
@@ -313,11 +309,11 @@ def planted(args) -> None:
         f"\n\n{args.seeds} seeds, {base.num_episodes} episodes, depths 1-5. "
         "Chance agreement (uniform depths) is 0.40.\n"
     )
-    checkpoint.atomic_write_text(out / "planted.md", text)
+    outputs.atomic_write_text(out / "planted.md", text)
     print(text)
 
 
-def depths_by_structure(points: dict, path: pathlib.Path, mark: str) -> None:
+def depths_by_structure(points: dict, path: pathlib.Path) -> None:
     """Per dataset: the depth a policy chose for each node against its degree and its
     estimated local homophily (`points[name]`: [nodes, 3] degree, homophily, depth), as dots
     and the mean per sextile."""
@@ -345,4 +341,4 @@ def depths_by_structure(points: dict, path: pathlib.Path, mark: str) -> None:
             ax.set_ylabel("depth chosen by Policy-GNN")
             ax.set_title(name)
     fig.tight_layout()
-    save_figure(fig, path, mark)
+    save_figure(fig, path)

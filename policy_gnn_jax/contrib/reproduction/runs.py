@@ -9,7 +9,7 @@ import pathlib
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import checkpoint, files, outputs, records
+from policy_gnn_jax.runtime import outputs, records
 
 
 def _as_json(cfg: config_lib.Config) -> dict:
@@ -53,9 +53,9 @@ def run_or_load(
 def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, replace) -> dict:
     path = out / "results.json"
     if path.exists():
-        record = checkpoint.read_json(path)  # a truncated file is named, with what to do
+        record = outputs.read_json(path)  # a truncated file is named, with what to do
         if not isinstance(record, dict) or not {"config", "seeds", "method"} <= set(record):
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{path} is not the results.json of a run (it holds {str(record)[:60]}): move "
                 f"it away, or pass --overwrite to replace it."
             )
@@ -64,7 +64,7 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
             print(f"reusing {path}: {methods.summary_line(record)}")
             return record
         if not replace:
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{path} holds another run (its {', '.join(differs[:4])} differ from this "
                 f"command's); nothing was replaced. Pass --overwrite to replace it, or use "
                 f"another --out."
@@ -127,7 +127,7 @@ def dataset_folder_name(name: str) -> str:
     would be the input itself; `..` the folder above `--out`, so it is resolved first)."""
     last = pathlib.PurePath(name).name
     if last in ("", ".", ".."):
-        last = files.resolve(name).name or "root"
+        last = outputs.real_path(name).name or "root"
     return last
 
 

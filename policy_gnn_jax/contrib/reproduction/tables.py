@@ -11,7 +11,7 @@ from collections.abc import Callable
 from policy_gnn_jax import data
 from policy_gnn_jax.contrib.reproduction import runs as run_cache
 from policy_gnn_jax.mdp import audit
-from policy_gnn_jax.runtime import checkpoint, records
+from policy_gnn_jax.runtime import outputs, records
 
 PAPER = {
     "gcn-d2": {"cora": (0.815, None), "citeseer": (0.703, None), "pubmed": (0.790, None)},
@@ -104,7 +104,7 @@ def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, o
     table = path.with_suffix(".md")
     for written in (path, table):
         if written.exists() and not written.is_file():
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{written}, where this run writes its report, is a folder or not a file: move "
                 f"it away, or use another --out."
             )
@@ -112,7 +112,7 @@ def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, o
         return
     if not path.exists():
         if table.exists():
-            raise checkpoint.CheckpointError(
+            raise outputs.CheckpointError(
                 f"{table} is there without {path.name}, which says what it holds, and this run "
                 f"would replace it: pass --overwrite to replace it, or use another --out."
             )
@@ -120,12 +120,12 @@ def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, o
     try:
         dropped = sorted(held(json.loads(path.read_text())) - set(names))
     except (OSError, ValueError, TypeError, AttributeError, KeyError) as err:
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{path} could not be read ({type(err).__name__}), and this run would replace it: "
             f"pass --overwrite to replace it, or use another --out."
         ) from None
     if dropped:
-        raise checkpoint.CheckpointError(
+        raise outputs.CheckpointError(
             f"{path} holds {', '.join(dropped)} too, which this run would drop from it: run "
             f"with every dataset (--datasets {' '.join([*dropped, *names])}), pass --overwrite "
             f"to replace it, or use another --out."
@@ -200,8 +200,8 @@ def table(args) -> None:
     ]
     notes.append("\nWall time per run: " + ", ".join(walls) + ".")
     text = "\n".join(markdown_table(rows, names, skipped) + notes) + "\n"
-    checkpoint.atomic_write_text(out / "table3.md", text)
-    checkpoint.atomic_write_text(
+    outputs.atomic_write_text(out / "table3.md", text)
+    outputs.atomic_write_text(
         out / "table3.json",
         json.dumps(
             {
@@ -267,6 +267,6 @@ def ablations(args) -> None:
         "honest protocol; one change at a time from the paper's defaults; runs made on JAX "
         f"backend {', '.join(sorted(backends))}.\n"
     )
-    checkpoint.atomic_write_text(out / "ablations.md", text)
-    checkpoint.atomic_write_json(out / "ablations.json", record)
+    outputs.atomic_write_text(out / "ablations.md", text)
+    outputs.atomic_write_json(out / "ablations.json", record)
     print(text)
