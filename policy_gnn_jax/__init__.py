@@ -12,7 +12,7 @@ Public API (README, "Use it on your own graph"; docs/usage.md):
     CheckpointError, ResourceError, DivergenceError   DivergenceError are ValueErrors)
 
 Layers (imports flow one way, left to right):
-  config, treeutil, data -> graph -> backbones, agents -> mdp, fixed_depth -> methods -> api
+  config, treeutil, data -> graph -> backbones, agents -> mdp, fixed_depth -> methods -> fits -> api
   -> split_sweep (several splits as one program) -> cli
   runtime (the Trainer interface, the runner over seeds, checkpoints, records) sits under mdp
   and fixed_depth and knows none of them. contrib/ builds on all of it; the core never imports it.
@@ -30,9 +30,9 @@ _EXPORTS = {
     "dqn_agent": ("policy_gnn_jax.agents", "dqn_agent"),
     "random_agent": ("policy_gnn_jax.agents", "random_agent"),
     "METHODS": ("policy_gnn_jax.api", "METHODS"),
-    "Fit": ("policy_gnn_jax.api", "Fit"),
+    "Fit": ("policy_gnn_jax.fits", "Fit"),
     "fit": ("policy_gnn_jax.api", "fit"),
-    "load": ("policy_gnn_jax.api", "load"),
+    "load": ("policy_gnn_jax.fits", "load"),
     "Backbone": ("policy_gnn_jax.backbones", "Backbone"),
     "flax_backbone": ("policy_gnn_jax.backbones", "flax_backbone"),
     "make_backbone": ("policy_gnn_jax.backbones", "make_backbone"),
@@ -56,8 +56,8 @@ _IMPORTING = threading.RLock()
 
 
 # The subpackages and modules, each an attribute on first use too (`pg.data.write_csbm`).
-_SUBMODULES = ("agents", "api", "backbones", "cli", "config", "contrib", "data", "fixed_depth",
-               "graph", "mdp", "methods", "metrics", "runtime", "split_sweep",
+_SUBMODULES = ("agents", "api", "backbones", "cli", "config", "contrib", "data", "fits",
+               "fixed_depth", "graph", "mdp", "methods", "metrics", "runtime", "split_sweep",
                "treeutil")  # fmt: skip
 
 

@@ -18,8 +18,9 @@ Splits whose programs differ (different split sizes) run apart whatever `split_m
 from __future__ import annotations
 
 import time
+import warnings
 
-from policy_gnn_jax import api, methods
+from policy_gnn_jax import api, fits, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.runtime import arguments, processes, runner, split_batch
 
@@ -37,7 +38,7 @@ def fit_splits(
     devices: int | None = None,
     seed_mode: str = "vmap",
     split_map: str = "map",
-) -> list[api.Fit]:
+) -> list[fits.Fit]:
     """`fit` of `method` on each dataset (`seeds` seeds from `seed`: the same keys on every
     split), as one program where their programs are one (`split_map`, above). No checkpoints: a
     joined sweep that stops saves nothing (fit the splits one by one with `checkpoint_dir` for
@@ -59,11 +60,17 @@ def fit_splits(
     if split_map != "apart" and len(datasets) > 1 and same_sizes(datasets):
         joined = split_batch.stack_trainers(trainers, keys[0], split_map=split_map)
     if joined is None:  # one after another, each its own program
+        if split_map != "apart" and len(datasets) > 1:
+            warnings.warn(
+                f"split_map={split_map!r}: these splits are not one program (their sizes "
+                f"differ), so they ran one after another, as split_map='apart' runs them.",
+                stacklevel=2,
+            )
         run = dict(method=entry, seeds=seeds, seed=seed, progress=progress, devices=devices,
                    seed_mode=seed_mode)  # fmt: skip
-        return [api.fit(ds, config, **run) for ds in datasets]
+        return [api.fit(ds, config, **run).with_record(split_map="apart") for ds in datasets]
     api._warn_unread_switches(entry, config)  # as `fit` does for a split run alone
-    options = api._compiler_options(entry, prepared, graphs[0])
+    options = fits.compiler_options(entry, prepared, graphs[0])
     start = time.perf_counter()
     outputs = runner.run_trainer(
         joined,
@@ -99,7 +106,7 @@ def _check(datasets, split_map) -> None:
 
 
 def _split_fit(k, trainer, ds, g, outputs, batch, *, entry, config, options, wall, seeds, seed,
-               seed_mode) -> api.Fit:  # fmt: skip
+               seed_mode) -> fits.Fit:  # fmt: skip
     """Split k's `Fit`, cut from the joined run's outputs (the split axis after the seeds')."""
     state, metrics, results = outputs
     state = split_batch.split_state(state, k, axis=1)
@@ -111,7 +118,8 @@ def _split_fit(k, trainer, ds, g, outputs, batch, *, entry, config, options, wal
                          seed_mode)  # fmt: skip
     if batch is not None:  # batched: its rounding may depend on the splits beside it
         record["split_batch"] = batch
-    return api.Fit(record, config, entry.name, ds, *selected)
+    record["split_map"] = "vmap" if batch is not None else "map"
+    return fits.Fit.of(record, config, entry.name, ds, *selected)
 
 
 def same_sizes(datasets) -> bool:

@@ -23,11 +23,12 @@ LAYERS = {
     "mdp": 3,
     "fixed_depth": 3,
     "methods": 4,
-    "api": 5,
-    "split_sweep": 6,
-    "cli": 7,
-    "__init__": 8,
-    "contrib": 9,
+    "fits": 5,
+    "api": 6,
+    "split_sweep": 7,
+    "cli": 8,
+    "__init__": 9,
+    "contrib": 10,
 }
 
 

@@ -272,6 +272,14 @@ def dqn_agent(
             "sparse_states needs the rows' non-zeros, which this graph did not build (its rows "
             "are too dense for them to pay): leave sparse_states to the default."
         )
+    walkers = config.num_walkers or g.train_index.shape[0]
+    if walkers > config.replay_capacity:  # refused before anything compiles
+        raise config_lib.ConfigError(
+            f"each MDP step adds {walkers} transitions (one per walker: Config.num_walkers, by "
+            f"default one per training node) but the replay memory holds "
+            f"Config.replay_capacity={config.replay_capacity}: raise Config.replay_capacity to "
+            f"at least {walkers} (--set replay_capacity={walkers}), or lower Config.num_walkers."
+        )
     model = qnet.QNetwork(config.q_hidden, config.num_actions)
     ctx = DQNContext(model, g, config, bool(sparse_states), bool(sparse_statistics))
     return agent_lib.Agent(

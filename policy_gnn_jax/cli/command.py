@@ -19,7 +19,7 @@ import sys
 
 import jax
 
-from policy_gnn_jax import api, data, methods
+from policy_gnn_jax import api, data, fits, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.cli import splits
 from policy_gnn_jax.cli.flags import (
@@ -257,7 +257,7 @@ def _load(args, split: int | None = None) -> data.Dataset:
 def _fitter(args, config):
     """`fit(ds)` as the command line asks (each split checkpoints in a folder of its own)."""
 
-    def fit(ds: data.Dataset) -> api.Fit:
+    def fit(ds: data.Dataset) -> fits.Fit:
         checkpoint_dir = args.checkpoint_dir
         if checkpoint_dir and args.splits is not None:
             checkpoint_dir = pathlib.Path(checkpoint_dir) / f"split-{ds.split}"
@@ -274,7 +274,7 @@ def _fitter(args, config):
             seed_mode=args.seed_mode,
         )
         if args.dataset.lower() in ("csbm", "planted"):  # how to make the same graph again
-            fitted.record["generator"] = _generator_args(args)
+            fitted = fitted.with_record(generator=_generator_args(args))
         return fitted
 
     return fit

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
@@ -50,12 +51,19 @@ def guarded():
     runner.stop_signal.clear()
     if threading.current_thread() is threading.main_thread():
         previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, *TERMINATING)}
+    shown, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        warnings.showwarning = shown
         runner.stop_signal.clear()
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """The library's warnings as a command prints them: one `warning:` line each."""
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def stopped_status(stop: KeyboardInterrupt) -> int:

@@ -82,11 +82,16 @@ class Dataset:
     metric: str = "accuracy"
 
     def __post_init__(self):
-        # A path for the source and a numpy integer for the split are what they stand for.
+        # A path for the source and a numpy integer for the split or the class count are what
+        # they stand for.
         if isinstance(self.source, os.PathLike):
             object.__setattr__(self, "source", os.fspath(self.source))
-        if isinstance(self.split, np.integer):
-            object.__setattr__(self, "split", int(self.split))
+        for field in ("split", "num_classes"):
+            if isinstance(getattr(self, field), np.integer):
+                object.__setattr__(self, field, int(getattr(self, field)))
+        # Read-only arrays: the data a fit trained on cannot change under it (`read_only`).
+        for field in ARRAY_FIELDS:
+            object.__setattr__(self, field, read_only(getattr(self, field), field))
         validate(self)
 
     @property
@@ -173,6 +178,41 @@ class Dataset:
         )
 
 
+ARRAY_FIELDS = ("features", "labels", "edges", "train_index", "val_index", "test_index")
+
+
+def read_only(value, field: str):
+    """`value` as a dataset keeps it: a read-only array that nobody can write through. An array
+    (or a CSR matrix) that is writable, or a view of a writable one, is copied and the copy made
+    read-only; the caller's own array is never changed. A read-only one, a read-only memory map
+    included, is kept as it is (a graph too large to copy is not copied). A writable memory map
+    is refused: whoever holds it could change the file under a fit."""
+    if isinstance(value, np.memmap) and value.flags.writeable:
+        _fail(
+            f"{field} is a writable np.memmap: the file could change under a fit.",
+            "Open it read-only (np.load(path, mmap_mode='r') or np.memmap(..., mode='r')).",
+        )
+    if sp.issparse(value) and sp.isspmatrix_csr(value):
+        parts = (value.data, value.indices, value.indptr)
+        if any(_writable(part) for part in parts):
+            value = value.copy()
+        for part in (value.data, value.indices, value.indptr):
+            part.flags.writeable = False
+        return value
+    if not isinstance(value, np.ndarray):
+        return value  # not an array: `validate` names what it should be
+    if _writable(value):
+        value = value.copy()
+        value.flags.writeable = False
+    return value
+
+
+def _writable(array: np.ndarray) -> bool:
+    """Whether `array`, or the array it is a view of, can be written."""
+    owner = array.base
+    return array.flags.writeable or (isinstance(owner, np.ndarray) and owner.flags.writeable)
+
+
 # Hashed before dense features (a CSR's first bytes are its indptr, which never spell this).
 DENSE_MARKER = np.frombuffer(b"dense float32 rows", np.uint8)
 
@@ -190,6 +230,8 @@ def validate(ds: Dataset) -> None:
         _fail(f"features have shape {ds.features.shape}.", "Need at least one node and feature.")
     if not all_finite(ds.features):
         _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+    if isinstance(ds.num_classes, bool) or not isinstance(ds.num_classes, int):
+        _fail(f"num_classes must be a whole number, got {ds.num_classes!r}.", "Pass an int.")
     if ds.num_classes < 2:
         _fail(f"num_classes is {ds.num_classes}.", "Node classification needs at least 2.")
     _check_labels(ds.labels, n, ds.num_classes)

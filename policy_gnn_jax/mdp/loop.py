@@ -13,6 +13,7 @@ returns a `Trainer` that the runner jits, vmaps over seeds and drives chunk by c
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -243,11 +244,29 @@ def _check_agent_choices(config, metrics, results) -> None:
         )
 
 
+def _never_trained(config, metrics) -> dict:
+    """A run in which some seed's backbone never took a step (no action buffer filled) finishes,
+    but says so: a warning, and the record's `warnings`. Its test score is an untrained GCN's."""
+    trained = metrics["gcn_trained"].reshape(metrics["gcn_trained"].shape[0], -1).sum(1)
+    never = int((trained == 0).sum())
+    if not never:
+        return {}
+    message = (
+        f"the backbone never trained in {never} of {trained.size} seeds: no action buffer "
+        f"reached Config.buffer_size={config.buffer_size} (--buffer-size) in "
+        f"{config.num_episodes} episodes of {config.steps_per_episode} steps. Lower buffer_size "
+        f"or run more episodes; these test scores are an untrained backbone's."
+    )
+    warnings.warn(message, stacklevel=2)
+    return {"warnings": [message]}
+
+
 def record_fields(config, metrics, results) -> dict:
     _check_agent_choices(config, metrics, results)
     audit = audit_lib.record_fields(metrics, results) if config.audit else {}
     return {
         **audit,
+        **_never_trained(config, metrics),
         **records.depth_fields(config, results),
         "val_accuracy_curve": {
             "per_episode_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),

@@ -1,0 +1,69 @@
+"""The API's errors in the caller's terms: a config that cannot run on a graph is a ConfigError
+naming the field and a value that works, before anything compiles; paths are read as a shell
+user expects."""
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+import policy_gnn_jax as pg
+
+
+def _graph(num_train: int, n: int = 900):
+    rng = np.random.default_rng(0)
+    labels = np.arange(n) % 2
+    features = rng.normal(size=(n, 4)) + labels[:, None]
+    edges = np.stack([np.arange(n - 1), np.arange(1, n)])
+    ids = np.arange(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pg.from_arrays(features, edges, labels, ids[:num_train],
+                              ids[num_train:num_train + 100], ids[num_train + 100:])  # fmt: skip
+
+
+def test_a_replay_memory_smaller_than_a_step_is_the_config_field_and_a_value_that_works():
+    ds = _graph(num_train=600)
+    config = pg.Config.tiny()  # replay_capacity 256: one step adds 600 transitions
+    with pytest.raises(pg.ConfigError, match=r"Config\.replay_capacity.*at least 600"):
+        pg.fit(ds, config, seeds=1, progress=False)
+    bigger = dataclasses.replace(config, replay_capacity=600, num_episodes=1)
+    pg.fit(ds, bigger, seeds=1, progress=False)
+
+
+def test_a_folder_under_home_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    ds = _graph(num_train=20, n=200)
+    fit = pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False,
+                 checkpoint_dir="~/ck")  # fmt: skip
+    fit.save("~/fit")
+    assert (tmp_path / "home" / "fit" / "fit.json").is_file()
+    assert (tmp_path / "home" / "ck").is_dir()
+    assert not (tmp_path / "~").exists()
+    assert pg.load("~/fit").record == fit.record
+
+
+def test_a_run_whose_backbone_never_trained_says_so_and_records_it(tmp_path, capsys):
+    from policy_gnn_jax import cli
+
+    argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--episodes", "1",
+            "--steps-per-episode", "2", "--buffer-size", "100000", "--no-progress",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert cli.main(argv) == 0  # a finished run: the warning does not fail it
+    err = capsys.readouterr().err
+    assert "warning: the backbone never trained" in err and "Traceback" not in err
+    record = pg.load(tmp_path / "o").record
+    assert any("never trained" in w for w in record["warnings"])
+
+
+def test_splits_that_cannot_be_joined_run_apart_and_say_so():
+    from policy_gnn_jax import split_sweep
+
+    small, large = _graph(num_train=20, n=200), _graph(num_train=30, n=200)
+    config = pg.Config.tiny(epochs=2)
+    with pytest.warns(UserWarning, match="one after another"):
+        fits = split_sweep.fit_splits([small, large], config, method="gcn", seeds=1,
+                                      progress=False, split_map="vmap")  # fmt: skip
+    assert [f.record["split_map"] for f in fits] == ["apart", "apart"]

@@ -1,0 +1,123 @@
+"""Data that cannot change under a fit, and fits that cannot go stale: a `Dataset`'s arrays are
+read-only copies (or read-only maps kept as they are), a `Fit` is frozen, and a fit whose record
+does not describe its data is refused when saved."""
+
+import copy
+import dataclasses
+import pickle
+import warnings
+
+import jax
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import policy_gnn_jax as pg
+
+
+def _arrays(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % 2
+    features = rng.normal(size=(n, 4)) + labels[:, None]
+    edges = np.stack([np.arange(n - 1), np.arange(1, n)])
+    return features, edges, labels, np.arange(10), np.arange(10, 30), np.arange(30, n)
+
+
+def _dataset(**kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pg.from_arrays(*_arrays(), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    ds = _dataset()
+    return pg.fit(ds, pg.Config.tiny(epochs=3), method="gcn", seeds=2, progress=False)
+
+
+def _arrays_of(ds):
+    features = [ds.features] if isinstance(ds.features, np.ndarray) else [
+        ds.features.data, ds.features.indices, ds.features.indptr
+    ]
+    return [*features, ds.labels, ds.edges, ds.train_index, ds.val_index, ds.test_index]
+
+
+def test_a_datasets_arrays_cannot_be_edited_in_place():
+    ds = _dataset()
+    for array in _arrays_of(ds):
+        assert not array.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        ds.labels[0] = 1
+
+
+def test_a_hand_built_dataset_copies_the_callers_writable_arrays_and_leaves_them_writable():
+    built = _dataset()
+    mine = {name: np.array(getattr(built, name)) for name in
+            ("labels", "edges", "train_index", "val_index", "test_index")}  # fmt: skip
+    mine_features = built.features.toarray()  # from_arrays stores CSR; dense rows here
+    ds = pg.Dataset("mine", mine_features, num_classes=2, **mine)
+    mine["labels"][0] = 1  # the caller's own array: still theirs to edit
+    mine_features[0, 0] = 99.0
+    assert ds.labels[0] == built.labels[0] and ds.features[0, 0] == built.features[0, 0]
+    assert mine["labels"].flags.writeable and mine_features.flags.writeable
+    assert all(not a.flags.writeable for a in _arrays_of(ds))
+
+
+def test_a_csr_dataset_is_read_only_too():
+    ds = _dataset()
+    mine = sp.csr_matrix(ds.features.toarray())
+    csr = dataclasses.replace(ds, features=mine)
+    for array in _arrays_of(csr):
+        assert not array.flags.writeable
+    assert mine.data.flags.writeable
+
+
+def test_a_read_only_map_is_kept_as_it_is_and_a_writable_one_refused(tmp_path):
+    ds = _dataset()
+    path = tmp_path / "features.npy"
+    np.save(path, ds.features.toarray())
+    mapped = np.load(path, mmap_mode="r")
+    kept = dataclasses.replace(ds, features=mapped)
+    assert kept.features is mapped  # a graph too large to copy is not copied
+    writable = np.load(path, mmap_mode="r+")
+    with pytest.raises(pg.InvalidDatasetError, match="mode='r'"):
+        dataclasses.replace(ds, features=writable)
+
+
+def test_an_integer_numpy_scalar_is_a_class_count_and_a_float_is_not():
+    features, edges, labels, train, val, test = _arrays()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = pg.from_arrays(features, edges, labels, train, val, test, num_classes=np.int64(2))
+    assert type(ds.num_classes) is int
+    with pytest.raises(pg.InvalidDatasetError, match="num_classes"):
+        dataclasses.replace(ds, num_classes=2.0)
+    with pytest.raises(pg.InvalidDatasetError, match="num_classes"):
+        dataclasses.replace(ds, num_classes=True)
+
+
+def test_a_fit_is_frozen_and_its_record_and_snapshots_cannot_be_edited(fitted):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fitted.dataset = _dataset()
+    record = fitted.record
+    record["test_accuracy"]["mean"] = 2.0  # a copy: the fit's own record is unchanged
+    assert fitted.record["test_accuracy"]["mean"] != 2.0
+    for leaf in jax.tree.leaves(fitted.params):
+        assert not leaf.flags.writeable
+
+
+def test_a_fit_pickles_and_deep_copies_after_it_has_predicted(fitted, tmp_path):
+    nodes = np.arange(fitted.dataset.num_nodes)
+    before = fitted.predict(nodes)
+    for copied in (pickle.loads(pickle.dumps(fitted)), copy.deepcopy(fitted)):
+        np.testing.assert_array_equal(copied.predict(nodes), before)
+        assert copied.record == fitted.record
+
+
+def test_a_fit_given_another_dataset_is_refused_when_saved(fitted, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        other = dataclasses.replace(fitted, dataset=pg.from_arrays(*_arrays(seed=1)))
+    with pytest.raises(pg.CheckpointError, match="record"):
+        other.save(tmp_path / "f")
+    assert not (tmp_path / "f" / "fit.json").exists()
