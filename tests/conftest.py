@@ -3,14 +3,12 @@ the tests make, except those marked `benchmark_data`, which read the real benchm
 folders the loaders read ($POLICY_GNN_DATA for Planetoid, $POLICY_GNN_HETEROPHILY_DATA for the
 heterophilous graphs) and skip, with one line saying so, where those are not set."""
 
-import atexit
 import importlib.util
 import os
 import pathlib
 import pickle
 import shutil
 import sys
-import tempfile
 import types
 
 import jax
@@ -23,23 +21,25 @@ COMPILED_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 
 
 def _share_compiled_programs() -> None:
-    """Many tests (and the command-line runs they start) compile the same programs; one on-disk
-    cache for the whole session compiles each once (measured: test_checkpoint and test_exactness,
-    184 s -> 131 s). The folder is made by the first process to load this file, pytest-xdist's
-    controller, and inherited by its workers and every subprocess through the environment, then
-    removed when that process ends. Only on a CPU: a GPU's autotuning differs between processes,
-    and a cache would hide that (the test that two processes give the same bits turns it off for
-    its runs anyway, tests/test_exactness.py)."""
+    """Many tests (and the command-line runs they start) compile the same programs; JAX's
+    persistent cache compiles each once, in this session and the next ones. The folder is the
+    project's cache folder's `compiled-tests` (kept apart from the user's runs), named by the
+    first process to load this file and inherited by its workers and every subprocess through
+    the environment. Only on a CPU: a GPU's autotuning differs between processes, and a cache
+    would hide that (the test that two processes give the same bits turns it off anyway)."""
     if jax.default_backend() != "cpu":
         return
+    from policy_gnn_jax.runtime import compilation
+
     if COMPILED_CACHE_VARIABLE not in os.environ:
-        folder = tempfile.mkdtemp(prefix="policy-gnn-jax-tests-compiled-")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        os.environ[COMPILED_CACHE_VARIABLE] = folder
+        folder = compilation.default_cache_folder().with_name("compiled-tests")
+        os.environ[COMPILED_CACHE_VARIABLE] = str(folder)
     # Every program, the suite's are small; here and in the subprocesses alike.
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(compilation.CACHE_MAX_BYTES)
     jax.config.update("jax_compilation_cache_dir", os.environ[COMPILED_CACHE_VARIABLE])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_compilation_cache_max_size", compilation.CACHE_MAX_BYTES)
 
 
 os.environ["POLICY_GNN_OFFLINE"] = "1"

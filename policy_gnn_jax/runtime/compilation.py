@@ -5,9 +5,12 @@ recorded in results.json (docs/performance.md, "Exactness on a GPU")."""
 from __future__ import annotations
 
 import functools
+import os
+import pathlib
 from collections.abc import Callable
 
 import jax
+from jax.experimental.compilation_cache import compilation_cache
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from policy_gnn_jax.config import ConfigError
@@ -30,6 +33,39 @@ GPU_VERIFIED = {
     ("full", "gather", ("xla_gpu_autotune_level", "xla_gpu_deterministic_ops")),  # an H100
     ("full", "gather", ("xla_gpu_autotune_level",)),  # the default there; an H200
 }
+
+
+# JAX's persistent compilation cache, on by default: a program compiled once is read back by the
+# next process instead of compiled again (a 1-episode Cora run spends most of its time
+# compiling). Kept in the project's cache folder beside the downloaded data, under
+# CACHE_MAX_BYTES (the least recently used entries leave first). A cached program is the
+# compiled program itself, so a warm run computes the same bits as a cold one
+# (tests/test_compilation_cache.py).
+CACHE_VARIABLE = "POLICY_GNN_COMPILATION_CACHE"  # "off", or a folder
+CACHE_MAX_BYTES = 4 * 2**30
+
+
+def default_cache_folder() -> pathlib.Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "policy_gnn_jax" / "compiled"
+
+
+def use_persistent_cache() -> str | None:
+    """Turns JAX's persistent compilation cache on for this process, unless it is on already
+    (JAX_COMPILATION_CACHE_DIR, or set by the caller) or turned off (`CACHE_VARIABLE=off`).
+    Returns the folder in use, or None."""
+    choice = os.environ.get(CACHE_VARIABLE, "").strip()
+    if choice.lower() in ("off", "0", "false", "no"):
+        return None
+    if jax.config.jax_compilation_cache_dir:
+        return str(jax.config.jax_compilation_cache_dir)
+    folder = str(pathlib.Path(choice).expanduser() if choice else default_cache_folder())
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
+    # JAX decides once per process whether it uses the cache: again, now that there is one.
+    compilation_cache.reset_cache()
+    return folder
 
 
 def float_scatter_adds(kernels: str, engine: str) -> bool:

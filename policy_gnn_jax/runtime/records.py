@@ -123,6 +123,9 @@ def build(
         "kernels": kernels,
         # The XLA options every program was compiled with (None: XLA's defaults).
         "compiler_options": options,
+        # JAX's persistent compilation cache the programs were read from or written to (None:
+        # off): a warm cache gives the bits of a cold one.
+        "compilation_cache": jax.config.jax_compilation_cache_dir or None,
         # True only for a configuration shown bit-identical across two processes on this kind
         # of backend (`compilation.bit_identical_across_processes` says by what).
         "bit_identical_across_processes": compilation.bit_identical_across_processes(

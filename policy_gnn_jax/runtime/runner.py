@@ -211,6 +211,7 @@ def run_trainer(
     Returns:
       (final state, metrics as numpy [S, total, ...], evaluate's results as numpy).
     """
+    compilation.use_persistent_cache()
     num_seeds = keys.shape[0]
     lengths = chunk_lengths(trainer.total, trainer.per_call)
     sharding = seed_sharding(num_seeds, devices)
