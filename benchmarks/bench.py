@@ -10,7 +10,8 @@ Per dataset:
 3. the step against its kernel floor: one GCN forward+backward, one all-depth evaluation forward
    and one DQN update, each jitted alone;
 4. S seeds vmapped, and S seeds one after another on device (`--seed-mode map`), against one
-   seed, for the GCN epoch and for the MDP step;
+   seed, for the GCN epoch and for the MDP step, for each S of `--seeds` (`--out` keeps this
+   table as JSON);
 5. the backbones: one MDP step and one fixed-depth epoch (1 seed) of `gcn` (the paper's
    structure), `gcn-readout` (legacy) and `decoupled` (its preset: depths 0..16, hidden
    64), as ratios to `gcn` (`--skip-backbones` to leave it out);
@@ -37,7 +38,7 @@ from policy_gnn_jax.agents import dqn, qnet
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones import gcn
 from policy_gnn_jax.mdp import loop
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import outputs, runner
 
 
 def median_s(fn, *args, repeats: int) -> float:
@@ -140,20 +141,34 @@ def bench_dataset(name: str, args) -> None:
     floor = sum(parts.values())
     detail = ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts.items())
     print(f"[{name}] step / kernel floor = {steps['default'] / floor:.2f}x ({detail})")
-    if args.seeds > 1:
-        for mode, label in (("vmap", "vmapped"), ("map", "mapped (--seed-mode map)")):
-            many_epoch = epoch_time(cfg, g, args.seeds, args.repeats, mode=mode)
-            many_step = step_time(cfg, g, hops, default, args.seeds, args.repeats, mode=mode)
-            for what, one, many in (("GCN epoch", epoch, many_epoch), ("MDP step", steps["default"],
-                                                                        many_step)):  # fmt: skip
-                print(
-                    f"[{name}] {what}: {args.seeds} seeds {label} / 1 seed = {many / one:.2f}x "
-                    f"({args.seeds * one / many:.2f}x the throughput of a loop over seeds)"
-                )
+    SEED_ROWS.extend(bench_seeds(name, cfg, g, hops, default, epoch, steps["default"], args))
     if not args.skip_backbones:
         bench_backbones(name, ds, g, args)
     if not args.skip_kernels:
         bench_kernels(name, ds, cfg, hops, args)
+
+
+SEED_ROWS: list[dict] = []  # every dataset's seeds table, for --out
+
+
+def bench_seeds(name, cfg, g, hops, agent, epoch: float, step: float, args) -> list[dict]:
+    """For each S of `--seeds` above 1: the GCN epoch and the MDP step over S seeds, vmapped and
+    mapped, against one seed; `throughput` is S x (one seed's time) / (S seeds' time), the
+    speed-up over a Python loop over the seeds."""
+    rows = []
+    for seeds in (s for s in args.seeds if s > 1):
+        for mode in ("vmap", "map"):
+            many = {"GCN epoch": epoch_time(cfg, g, seeds, args.repeats, mode=mode),
+                    "MDP step": step_time(cfg, g, hops, agent, seeds, args.repeats, mode=mode)}
+            for what, one in (("GCN epoch", epoch), ("MDP step", step)):
+                row = {"dataset": name, "what": what, "seeds": seeds, "mode": mode,
+                       "ms_one_seed": 1e3 * one, "ms_all_seeds": 1e3 * many[what],
+                       "throughput": seeds * one / many[what]}  # fmt: skip
+                print(f"[{name}] {what}: {seeds} seeds {mode} / 1 seed = "
+                      f"{many[what] / one:.2f}x ({row['throughput']:.2f}x the throughput of a "
+                      f"loop over seeds)")  # fmt: skip
+                rows.append(row)
+    return rows
 
 
 def bench_backbones(name: str, ds, g, args) -> None:
@@ -211,7 +226,10 @@ def main(argv=None) -> int:
     )
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--seeds", type=int, nargs="+", default=[4],
+                   help="seed counts S compared with one seed (e.g. 4 10 32)")
+    p.add_argument("--out", default=None, help="also write the seeds table here, as JSON")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--skip-kernels", action="store_true", help="leave out the kernels section")
     p.add_argument("--skip-backbones", action="store_true", help="leave out the backbones section")
@@ -221,9 +239,15 @@ def main(argv=None) -> int:
 def run(args) -> None:
     for name in args.datasets:  # every name before the first (long) benchmark
         data.check_name(name)
-    cli.require_at_least_one(seeds=args.seeds, repeats=args.repeats)
+    cli.require_at_least_one(seeds=min(args.seeds), repeats=args.repeats)
+    if args.out is not None:
+        outputs.check_writable_file(args.out, overwrite=args.overwrite)
     for name in args.datasets:
         bench_dataset(name, args)
+    if args.out is not None:
+        table = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
+                 "repeats": args.repeats, "rows": SEED_ROWS}  # fmt: skip
+        outputs.atomic_write_json(args.out, table)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,15 @@ Each step runs in its own process under a time limit, the most important first:
 4. `tests`: the tests that compare with NumPy references and check exactness;
 5. `subgraph_twice`: step 1 with `--engine subgraph` (a fifth of the episodes);
 6. `readme_tf32_twice`: step 1 with TF32 matmuls (`--set matmul_precision=default`);
-7. `engines`: benchmarks/bench_scale.py: full vs subgraph engine per-step time by graph size;
+7. `engines`: benchmarks/bench_scale.py: the full, subgraph and host engines' per-step time and
+   memory by graph size (`--sizes`), and the size from which the subgraph engine is faster;
 8. `step_epoch_seeds`: benchmarks/bench.py: MDP step / GCN epoch, seeds vmapped vs a loop.
+Asked for by name (`--steps`), as a session's time allows:
+9. `readme_full`: the README command with its defaults (1000 episodes), its wall time;
+10. `seeds`: benchmarks/bench.py's seeds table at S = 10, 100, 1000;
+11. `suite`: the whole test suite with the GPU as JAX's backend.
+Every step runs with the compilation cache off, except that each process of a step run twice
+(and `readme_full`) gets a cold cache of its own: nothing one process compiled reaches another.
 A step that would start after `--budget-s` is skipped and says so. The summary and every
 step's output go to `--out` as JSON; an existing file is kept unless `--overwrite`.
 """
@@ -42,14 +49,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # exactness tests (whole runs in two processes) are the slowest to compile.
 TESTS = ["tests/test_kernels.py", "tests/test_gcn.py", "tests/test_exactness.py"]
 STEPS = ("readme_twice", "compile_by_size", "settings", "tests", "subgraph_twice",
-         "readme_tf32_twice", "engines", "step_epoch_seeds")  # fmt: skip
+         "readme_tf32_twice", "engines", "step_epoch_seeds", "readme_full", "seeds",
+         "suite")  # fmt: skip
+# The steps run unless --steps names others: those of a session of about 8 minutes.
+DEFAULT_STEPS = STEPS[:8]
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", default=None, help="default: docs/results/gpu_check_<device>.json")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--steps", nargs="+", default=list(STEPS), choices=STEPS)
+    p.add_argument("--steps", nargs="+", default=list(DEFAULT_STEPS), choices=STEPS)
     p.add_argument("--dataset", default="cora")
     p.add_argument("--data-dir", default=None,
                    help="the folder the dataset's files are read from (default: where run.py "
@@ -85,12 +95,16 @@ def slug(kind: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_")
 
 
-def run_step(argv: list[str], timeout: float) -> dict:
-    """`argv` in a child process (Python, from the repository root) with a time limit."""
+def run_step(argv: list[str], timeout: float, cache: str = "off") -> dict:
+    """`argv` in a child process (Python, from the repository root) with a time limit. `cache`:
+    its compilation cache (`POLICY_GNN_COMPILATION_CACHE`), off by default: a warm one would
+    hide compile times, and what two processes compiled apart."""
     start = time.perf_counter()
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["POLICY_GNN_COMPILATION_CACHE"] = cache
     try:
         done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
-                              timeout=max(timeout, 1))  # fmt: skip
+                              timeout=max(timeout, 1), env=env)  # fmt: skip
         rc, out = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as err:
         rc = "timeout"
@@ -109,13 +123,14 @@ def differing_fields(a, b, path: str = "") -> list[str]:
 
 
 def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str) -> dict:
-    """The README command twice in fresh processes; every field but the wall time compared."""
+    """The README command twice in fresh processes, each with a cold compilation cache of its
+    own; every field but the wall time and the cache's folder compared."""
     runs, records = [], []
     for copy in ("a", "b"):
         out = work / f"{name}_{copy}"
         argv = ["experiments/run.py", "--dataset", args.dataset, *_data_dir(args), "--seeds",
                 str(args.seeds), "--no-progress", "--out", str(out), *extra]  # fmt: skip
-        runs.append(run_step(argv, timeout / 2))
+        runs.append(run_step(argv, timeout / 2, cache=str(work / f"cache_{name}_{copy}")))
         path = out / "results.json"
         # Only a run that succeeded: never a file an earlier run left there.
         records.append(json.loads(path.read_text()) if runs[-1]["rc"] == 0 else None)
@@ -123,7 +138,7 @@ def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str)
     if None in records:
         return {**result, "identical": None, "note": "a run did not finish"}
     a, b = records
-    diff = [p for p in differing_fields(a, b) if p != "wall_time_s"]
+    diff = [p for p in differing_fields(a, b) if p not in ("wall_time_s", "compilation_cache")]
     return {
         **result,
         "identical": not diff,
@@ -131,6 +146,7 @@ def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str)
         "first_differences": diff[:10],
         "claimed_bit_identical": a.get("bit_identical_across_processes"),
         "wall_time_s": [a["wall_time_s"], b["wall_time_s"]],
+        "compilation_caches": [a.get("compilation_cache"), b.get("compilation_cache")],
         "test_accuracy": [a["test_accuracy"]["mean"], a["test_accuracy"]["std"]],
         "config": {
             k: a["config"][k]
@@ -163,13 +179,49 @@ def plan(args, work: pathlib.Path) -> dict:
         # One process, not the suite's two workers: both would share the one GPU.
         "tests": (120, lambda t: run_step(["-m", "pytest", "-o", "addopts=", "-p", "no:xdist",
                                            "-q", "-x", "-p", "no:cacheprovider", *TESTS], t)),
-        "engines": (90, lambda t: json_step(
-            ["benchmarks/bench_scale.py", "--sizes", *sizes[:2], "--episodes", "2"], t,
-            work / "engines.json")),
+        "engines": (150, lambda t: crossover(json_step(
+            ["benchmarks/bench_scale.py", "--sizes", *sizes, "--episodes", "2", "--engines",
+             "full", "subgraph", "host", "--data-dir", str(work / "graphs")], t,
+            work / "engines.json"))),
         "step_epoch_seeds": (80, lambda t: run_step(
             ["benchmarks/bench.py", "--datasets", args.dataset, *_data_dir(args), "--seeds", "4",
              "--repeats", "3", "--skip-backbones", "--skip-kernels"], t)),
+        # The README's main command as a user runs it (1000 episodes), cold cache, wall time.
+        "readme_full": (200, lambda t: readme_full(args, t, work)),
+        "seeds": (240, lambda t: json_step(
+            ["benchmarks/bench.py", "--datasets", args.dataset, *_data_dir(args), "--seeds",
+             "10", "100", "1000", "--repeats", "3", "--skip-backbones", "--skip-kernels"], t,
+            work / "seeds.json")),
+        # The whole test suite with the GPU as JAX's backend, one process (see "tests").
+        "suite": (600, lambda t: run_step(["-m", "pytest", "-o", "addopts=", "-p", "no:xdist",
+                                           "-q", "-p", "no:cacheprovider", "tests"], t)),
     }  # fmt: skip
+
+
+def readme_full(args, timeout: float, work: pathlib.Path) -> dict:
+    """`experiments/run.py --dataset <dataset>` with its defaults, once, with a cold cache."""
+    out = work / "readme_full"
+    argv = ["experiments/run.py", "--dataset", args.dataset, *_data_dir(args), "--no-progress",
+            "--out", str(out)]  # fmt: skip
+    result = run_step(argv, timeout, cache=str(work / "cache_readme_full"))
+    if result["rc"] == 0:
+        record = json.loads((out / "results.json").read_text())
+        result["wall_time_s"] = result["seconds"]  # the whole process, compile included
+        result["loop_time_s"] = record["wall_time_s"]
+        result["test_accuracy"] = [record["test_accuracy"]["mean"], record["test_accuracy"]["std"]]
+    return result
+
+
+def crossover(result: dict) -> dict:
+    """The engines' rows, and the smallest graph on which the subgraph engine's step is faster
+    than the full engine's: the size `--engine auto` should switch at on this device."""
+    rows = result.get("json", {}).get("rows", [])
+    ms = {(r.get("engine"), r.get("nodes")): r.get("step_ms") for r in rows}
+    sizes = sorted({n for _, n in ms if n is not None})
+    faster = [n for n in sizes if ms.get(("subgraph", n)) and ms.get(("full", n))
+              and ms[("subgraph", n)] < ms[("full", n)]]  # fmt: skip
+    result["subgraph_faster_from_nodes"] = faster[0] if faster else None
+    return result
 
 
 def _data_dir(args) -> list[str]:

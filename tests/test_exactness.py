@@ -221,9 +221,22 @@ def test_the_gpu_check_runs_on_a_cpu_and_keeps_its_report(tmp_path):
     assert report["backend"] == "cpu"
     step = report["steps"]["readme_twice"]
     assert step["identical"] is True and step["claimed_bit_identical"] is True
+    first, second = step["compilation_caches"]  # cold, and one of its own per process
+    assert first and second and first != second
     again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 2 and "--overwrite" in again.stderr
     assert json.loads(out.read_text()) == report
+
+
+def test_the_gpu_check_names_the_size_from_which_the_subgraph_engine_is_faster():
+    rows = [{"engine": e, "nodes": n, "step_ms": ms} for e, n, ms in
+            [("full", 10**4, 1.0), ("subgraph", 10**4, 5.0), ("full", 10**5, 9.0),
+             ("subgraph", 10**5, 6.0), ("full", 10**6, 90.0), ("subgraph", 10**6, 7.0),
+             ("host", 10**6, 8.0)]]  # fmt: skip
+    crossover = _gpu_check_module().crossover
+    assert crossover({"json": {"rows": rows}})["subgraph_faster_from_nodes"] == 10**5
+    assert crossover({"json": {"rows": rows[:2]}})["subgraph_faster_from_nodes"] is None
+    assert crossover({"rc": "timeout"})["subgraph_faster_from_nodes"] is None
 
 
 def _shown_on_a_gpu() -> set:
