@@ -125,10 +125,20 @@ def main(argv=None) -> int:
     return exit_status(run, args, saves=False)
 
 
+def _check_sizes(sizes) -> None:
+    small = [n for n in sizes if n < data.generators.CSBM_MIN_NODES]
+    if small:
+        raise config_lib.ConfigError(
+            f"--sizes {small[0]}: a csbm graph's splits need at least "
+            f"{data.generators.CSBM_MIN_NODES} nodes; pass --sizes of at least that."
+        )
+
+
 def run(args) -> dict:
     require_at_least_one(seeds=args.seeds, episodes=args.episodes)
     if not args.settings and not args.sizes:
         raise config_lib.ConfigError("nothing to run: name --settings, or --sizes, or both.")
+    _check_sizes(args.sizes)
     # As given: a path object would make "" the current folder and "out/" the file "out".
     out = outputs.check_writable_file(args.out, overwrite=args.overwrite)
     device = jax.devices()[0].device_kind

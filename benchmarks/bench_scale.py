@@ -171,6 +171,12 @@ def main(argv=None) -> int:
 
 def run(args) -> None:
     require_at_least_one(sizes=min(args.sizes), features=args.features, episodes=args.episodes)
+    small = [n for n in args.sizes if n < data.generators.CSBM_MIN_NODES]
+    if small:
+        raise ValueError(
+            f"--sizes {small[0]}: a csbm graph's splits need at least "
+            f"{data.generators.CSBM_MIN_NODES} nodes; pass --sizes of at least that."
+        )
     if not 0 < args.degree < float("inf"):  # also refuses nan
         raise ValueError(f"--degree must be a number > 0, got {args.degree}.")
     # A folder, an unwritable place or (without --overwrite) an earlier result: refused now, as

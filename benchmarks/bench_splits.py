@@ -25,6 +25,19 @@ MAPS = ("apart", "map", "vmap")
 
 def run(args) -> None:
     require_at_least_one(seeds=args.seeds, splits=args.splits, episodes=args.episodes)
+    fixed = data.heterophily.HETEROPHILY_FILES
+    available = 0
+    if data.heterophily.is_npz_path(args.dataset) or args.dataset.lower() in fixed:
+        available = data.heterophily.num_splits(args.dataset)
+    if not available:
+        raise pg.ConfigError(
+            f"--dataset {args.dataset} has no fixed splits to sweep: pass a heterophilous "
+            f"benchmark (texas, actor, ...) or its .npz file."
+        )
+    if args.splits > available:
+        raise pg.ConfigError(
+            f"--splits {args.splits}: {args.dataset} has {available} splits; pass at most that."
+        )
     if args.out is not None:  # an empty path is refused, not taken for none
         outputs.check_writable_file(args.out, overwrite=args.overwrite)
     datasets = [data.load_dataset(args.dataset, data_dir=args.data_dir, split=k)

@@ -23,10 +23,9 @@ Asked for by name (`--steps`), as a session's time allows:
 9. `readme_full`: the README command with its defaults (1000 episodes), its wall time;
 10. `seeds`: benchmarks/bench.py's seeds table at S = 10, 100, 1000;
 11. `suite`: the whole test suite with the GPU as JAX's backend.
-Every step runs with the compilation cache off, except that each process of a step run twice
-(and `readme_full`) gets a cold cache of its own: nothing one process compiled reaches another.
-A step that would start after `--budget-s` is skipped and says so. The summary and every
-step's output go to `--out` as JSON; an existing file is kept unless `--overwrite`.
+The compilation cache is off in every step, but each process of a step run twice (and
+`readme_full`) gets a cold one of its own. A step that would start after `--budget-s` is skipped
+and says so. Every step's output goes to `--out` as JSON; an existing file needs `--overwrite`.
 """
 
 from __future__ import annotations
@@ -204,11 +203,10 @@ def readme_full(args, timeout: float, work: pathlib.Path) -> dict:
     argv = ["experiments/run.py", "--dataset", args.dataset, *_data_dir(args), "--no-progress",
             "--out", str(out)]  # fmt: skip
     result = run_step(argv, timeout, cache=str(work / "cache_readme_full"))
-    if result["rc"] == 0:
-        record = json.loads((out / "results.json").read_text())
-        result["wall_time_s"] = result["seconds"]  # the whole process, compile included
-        result["loop_time_s"] = record["wall_time_s"]
-        result["test_accuracy"] = [record["test_accuracy"]["mean"], record["test_accuracy"]["std"]]
+    if result["rc"] == 0:  # wall_time_s: the whole process, compile included
+        record, test = json.loads((out / "results.json").read_text()), "test_accuracy"
+        result.update(wall_time_s=result["seconds"], loop_time_s=record["wall_time_s"],
+                      test_accuracy=[record[test]["mean"], record[test]["std"]])  # fmt: skip
     return result
 
 
@@ -392,7 +390,6 @@ def summary_line(name: str, result: dict) -> str:
 
 def write(out: pathlib.Path, report: dict) -> pathlib.Path:
     """The report at `out`, written atomically (a temporary file renamed over it)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(report, indent=2))
     os.replace(tmp, out)

@@ -91,6 +91,7 @@ def fit(
     low, high = processes.seed_block(seeds)  # all of them in one process
     keys = runner.seed_keys(seed, seeds)[low:high]
     g = entry.graph(config, dataset)  # validates the dataset again: nothing unchecked reaches jit
+    _check_backbone_graph(backbone, g, dataset)
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)
     ckpt = _checkpointer(checkpoint_dir, dataset, config, entry, seeds, seed, seed_mode,
                          backbone, agent)  # fmt: skip
@@ -120,6 +121,22 @@ def fit(
     record = _record(entry, dataset, config, g, options, ckpt, *run)
     parts = {"backbone": backbone, "agent": agent}
     return fits.Fit.of(record, config, entry.name, dataset, *selected, **parts)
+
+
+def _check_backbone_graph(backbone, g, ds: data.Dataset) -> None:
+    """A custom backbone computes logits on the graph it was built on: one built on another
+    graph (of another size or class count; a graph of the same sizes cannot be told apart)
+    would train there and report the result as this dataset's."""
+    if backbone is None or g.host is not None:
+        return
+    params = jax.eval_shape(backbone.init, jax.random.key(0))
+    _, nodes, classes = jax.eval_shape(backbone.logits, params, None).shape
+    if (nodes, classes) != (g.num_nodes, ds.num_classes):
+        raise config_lib.ConfigError(
+            f"the backbone computes logits for {nodes} nodes and {classes} classes, but "
+            f"{ds.name} has {g.num_nodes} nodes and {ds.num_classes} classes: build the "
+            f"backbone on this dataset's graph (graph.from_dataset(dataset))."
+        )
 
 
 def _prepared(entry: methods.Method, config: config_lib.Config) -> config_lib.Config:

@@ -7,11 +7,11 @@ describes."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import json
 import pathlib
+import pickle
 from typing import Any
 
 import jax
@@ -36,14 +36,24 @@ def compiler_options(entry: methods.Method, config, g) -> dict | None:
 
 
 def read_only_tree(tree):
-    """The tree's leaves as read-only NumPy copies: a fit's snapshots cannot be edited."""
+    """The tree's leaves as read-only NumPy arrays (copied where anyone could write them): a
+    fit's snapshots cannot be edited."""
 
     def frozen(leaf):
+        if isinstance(leaf, np.ndarray) and not data.dataset._writable(leaf):
+            return leaf
         leaf = np.array(leaf)
         leaf.flags.writeable = False
         return leaf
 
     return jax.tree.map(frozen, tree)
+
+
+def _as_json_value(value):
+    """NumPy scalars and arrays as the numbers and lists JSON holds."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -66,11 +76,16 @@ class Fit:
     custom_agent: Agent | None = dataclasses.field(default=None, repr=False)
     _cache: dict = dataclasses.field(default_factory=dict, repr=False)
 
+    def __post_init__(self):
+        # Every way a Fit is made (`of`, `dataclasses.replace`, a copy) ends with read-only
+        # host arrays: nothing can edit what a fit predicts from.
+        for field in ("params", "policy", "eval_keys"):
+            object.__setattr__(self, field, read_only_tree(getattr(self, field)))
+
     @classmethod
     def of(cls, record: dict, config, method, dataset, params, policy, eval_keys, *,
            backbone=None, agent=None) -> Fit:  # fmt: skip
-        """A Fit of a run's record and snapshots (copied into read-only host arrays)."""
-        params, policy, eval_keys = read_only_tree((params, policy, eval_keys))
+        """A Fit of a run's record and snapshots."""
         text = json.dumps(record)
         return cls(text, config, method, dataset, params, policy, eval_keys, backbone, agent)
 
@@ -80,8 +95,8 @@ class Fit:
         return json.loads(self.record_text)
 
     def with_record(self, **fields) -> Fit:
-        """This fit with `fields` added to its record (notes of your own); the fields the run
-        recorded cannot be replaced."""
+        """This fit with `fields` added to its record (notes of your own, NumPy values as
+        numbers and lists); the fields the run recorded cannot be replaced."""
         record = self.record
         taken = sorted(set(fields) & set(record))
         if taken:
@@ -89,16 +104,31 @@ class Fit:
                 f"the record already holds {taken}, which the run recorded: name your fields "
                 f"otherwise."
             )
+        for name, value in fields.items():
+            try:
+                fields[name] = json.loads(json.dumps(value, default=_as_json_value))
+            except (TypeError, ValueError) as err:
+                raise config_lib.ConfigError(
+                    f"with_record: {name} cannot be kept in results.json ({err}): pass numbers, "
+                    f"text, lists or dicts of them."
+                ) from None
         return dataclasses.replace(self, record_text=json.dumps({**record, **fields}), _cache={})
 
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_cache": {}}  # compiled functions are not pickled
-
-    def __deepcopy__(self, memo) -> Fit:
-        state = copy.deepcopy(self.__getstate__(), memo)
-        fitted = object.__new__(Fit)
-        fitted.__dict__.update(state)
-        return fitted
+    def __reduce__(self):
+        # Copies (pickle, copy.deepcopy) are made again through the constructor, read-only, and
+        # without compiled functions. Your own backbone or agent is code: it must pickle.
+        for part in ("backbone", "agent"):
+            held = getattr(self, f"custom_{part}")
+            try:
+                pickle.dumps(held)
+            except Exception as err:  # whatever the user's code raises
+                raise pickle.PicklingError(
+                    f"this fit holds your own {part}, which cannot be pickled ({err}): save the "
+                    f"fit (fit.save) and load it with the {part} (load(..., {part}=...))."
+                ) from None
+        fields = ("record_text", "config", "method", "dataset", "params", "policy", "eval_keys",
+                  "custom_backbone", "custom_agent")  # fmt: skip
+        return Fit, tuple(getattr(self, name) for name in fields)
 
     @property
     def num_seeds(self) -> int:
@@ -175,12 +205,7 @@ class Fit:
         """Writes results.json, the dataset, the snapshots and fit.json (their manifest) into
         `directory` at once (`runtime/saved_fit.py`). A folder that already holds a result is
         refused unless `overwrite`, and then replaced whole."""
-        recorded = self.record.get("dataset_fingerprint")
-        if recorded and not self.dataset.made_of(recorded, self.record.get("dataset_summary")):
-            raise outputs.CheckpointError(
-                f"this fit's record describes a run on other data than its dataset "
-                f"({self.dataset.name}): nothing was saved. Save the fit its run returned."
-            )
+        self._check_record()
         leaves = jax.tree.leaves((self.params, self.policy, self.eval_keys))
         meta = {
             "format": saved_fit.FORMAT,
@@ -194,6 +219,30 @@ class Fit:
         if custom:  # `load` needs them back: they are code, not saved
             meta["custom"] = custom
         return saved_fit.write(directory, self.record, self.dataset, leaves, meta, overwrite)
+
+    def _check_record(self) -> None:
+        """The record describes this fit: its data, config, method and seeds (a fit changed with
+        `dataclasses.replace` may not), else nothing is saved."""
+        record, problem = self.record, None
+        recorded = record.get("dataset_fingerprint")
+        if recorded and not self.dataset.made_of(recorded, record.get("dataset_summary")):
+            problem = f"other data than its dataset ({self.dataset.name})"
+        config = json.loads(json.dumps(dataclasses.asdict(self.config)))
+        changed = [k for k, v in record.get("config", {}).items() if config.get(k) != v]
+        if changed:
+            problem = f"another config than its own (Config.{changed[0]})"
+        if record.get("method", self.method) != self.method:
+            problem = f"method {record['method']!r}, not {self.method!r}"
+        seeds = {leaf.shape[0] for leaf in jax.tree.leaves((self.params, self.policy))}
+        if self.eval_keys is not None:
+            seeds.add(self.eval_keys.shape[0])
+        if seeds != {self.num_seeds}:
+            problem = f"{self.num_seeds} seeds, not the snapshots' {sorted(seeds)}"
+        if problem:
+            raise outputs.CheckpointError(
+                f"this fit's record describes a run with {problem}: nothing was saved. Save the "
+                f"fit its run returned."
+            )
 
     def _run_fingerprint(self, config, ds, record, legacy: bool = False) -> str:
         seeds, seed = int(record["seeds"]), int(record["seed"])

@@ -67,3 +67,13 @@ def test_splits_that_cannot_be_joined_run_apart_and_say_so():
         fits = split_sweep.fit_splits([small, large], config, method="gcn", seeds=1,
                                       progress=False, split_map="vmap")  # fmt: skip
     assert [f.record["split_map"] for f in fits] == ["apart", "apart"]
+
+
+def test_a_custom_backbone_built_on_another_graph_is_refused():
+    from policy_gnn_jax import backbones, graph
+
+    mine, other = _graph(num_train=20, n=200), _graph(num_train=20, n=300)
+    config = pg.Config.tiny(epochs=2)
+    built_on_other = backbones.make_backbone(config, graph.from_dataset(other), 2, 2)
+    with pytest.raises(pg.ConfigError, match="300 nodes.*200"):
+        pg.fit(mine, config, method="gcn", backbone=built_on_other, seeds=1, progress=False)

@@ -121,3 +121,79 @@ def test_a_fit_given_another_dataset_is_refused_when_saved(fitted, tmp_path):
     with pytest.raises(pg.CheckpointError, match="record"):
         other.save(tmp_path / "f")
     assert not (tmp_path / "f" / "fit.json").exists()
+
+
+def _score(fit):
+    test = fit.dataset.test_index
+    return (fit.predict(test) == fit.dataset.labels[test]).mean(1)
+
+
+def test_copies_of_a_fit_and_of_a_dataset_stay_read_only(fitted):
+    for copied in (copy.deepcopy(fitted), pickle.loads(pickle.dumps(fitted))):
+        for leaf in jax.tree.leaves((copied.params, copied.policy)):
+            assert not leaf.flags.writeable
+        for array in _arrays_of(copied.dataset):
+            assert not array.flags.writeable
+
+
+def test_a_fit_made_by_replace_is_read_only_too(fitted):
+    zeroed = dataclasses.replace(fitted, params=jax.tree.map(np.zeros_like, fitted.params))
+    for leaf in jax.tree.leaves(zeroed.params):
+        assert not leaf.flags.writeable
+
+
+@pytest.mark.parametrize("change", ["config", "method", "params-shape"])
+def test_a_fit_whose_parts_are_not_its_records_is_refused_when_saved(fitted, tmp_path, change):
+    if change == "config":
+        other = dataclasses.replace(fitted, config=dataclasses.replace(fitted.config, epochs=9))
+    elif change == "method":
+        other = dataclasses.replace(fitted, method="random")
+    else:
+        other = dataclasses.replace(fitted, eval_keys=np.zeros((5, 2), np.uint32))
+    with pytest.raises(pg.CheckpointError, match="record"):
+        other.save(tmp_path / "f")
+    assert not (tmp_path / "f" / "fit.json").exists()
+
+
+def test_a_read_only_view_of_a_writable_buffer_is_copied():
+    ds = _dataset()
+    buffer = bytearray(ds.labels.astype(np.int32).tobytes())
+    labels = np.frombuffer(buffer, np.int32)
+    labels.flags.writeable = False
+    kept = dataclasses.replace(ds, labels=labels)
+    np.frombuffer(buffer, np.int32)[:] = 0  # the buffer's owner writes it
+    np.testing.assert_array_equal(kept.labels, ds.labels)
+
+
+@pytest.mark.parametrize("damage", ["indptr end", "indptr order", "index out of range"])
+def test_a_csr_matrix_that_is_not_one_is_refused(damage):
+    ds = _dataset()
+    features = ds.features.copy()
+    if damage == "indptr end":
+        features.indptr[-1] -= 3
+    elif damage == "indptr order":
+        features.indptr[5] = features.indptr[6] + 4
+    else:
+        features.indices[0] = 10**6
+    with pytest.raises(pg.InvalidDatasetError, match="features"):
+        dataclasses.replace(ds, features=features)
+
+
+@pytest.mark.parametrize("field", ["labels", "edges", "train_index"])
+def test_a_list_where_an_array_goes_is_the_datasets_error(field):
+    ds = _dataset()
+    with pytest.raises(pg.InvalidDatasetError, match=field):
+        dataclasses.replace(ds, **{field: getattr(ds, field).tolist()})
+
+
+@pytest.mark.parametrize("count", [2**31, np.uint64(2**63), 61])
+def test_a_class_count_beyond_the_nodes_is_refused(count):
+    with pytest.raises(pg.InvalidDatasetError, match="num_classes"):
+        dataclasses.replace(_dataset(), num_classes=count)
+
+
+def test_notes_of_numpy_values_are_recorded_as_numbers(fitted):
+    noted = fitted.with_record(note=np.int64(3), scale=np.float32(1.5), ids=np.array([1, 2]))
+    assert noted.record["note"] == 3 and noted.record["ids"] == [1, 2]
+    with pytest.raises(pg.ConfigError, match="mine"):
+        fitted.with_record(mine=object())

@@ -41,3 +41,21 @@ def test_a_warm_cache_gives_the_bits_of_a_cold_one_and_of_none(tmp_path):
     assert off["compilation_cache"] is None
     for field in COMPARED:
         assert warm[field] == cold[field] == off[field], field
+
+
+def _folder_in_use(value: str, tmp_path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env.update(POLICY_GNN_COMPILATION_CACHE=value, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    code = "from policy_gnn_jax.runtime import compilation as c; print(c.use_persistent_cache())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def test_the_switch_reads_on_and_off_words_and_refuses_a_file(tmp_path):
+    default = str(tmp_path / "xdg" / "policy_gnn_jax" / "compiled")
+    for word, folder in (("on", default), ("yes", default), ("1", default), ("Off", "None")):
+        done = _folder_in_use(word, tmp_path)
+        assert done.stdout.strip() == folder, (word, done.stderr[-1000:])
+    (tmp_path / "a_file").write_text("")
+    done = _folder_in_use(str(tmp_path / "a_file"), tmp_path)
+    assert done.returncode != 0 and "POLICY_GNN_COMPILATION_CACHE" in done.stderr

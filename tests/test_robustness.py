@@ -247,7 +247,7 @@ def test_reproduce_headroom_refuses_an_unwritable_json_before_any_run(
         ("bench_gcn", ["--dataset", "coraa"], "Unknown dataset 'coraa'"),
         ("bench_gcn", ["--hidden", "0"], "--hidden must be >= 1"),
         ("bench_scale", ["--sizes", "0"], "--sizes must be >= 1"),
-        ("bench_scale", ["--sizes", "100"], "csbm splits need 1580 nodes"),
+        ("bench_scale", ["--sizes", "100"], "--sizes 100: a csbm graph's splits need"),
         ("bench_scale", ["--sizes", "2000", "--episodes", "0"], "--episodes must be >= 1"),
         ("bench_scale", ["--sizes", "2000", "--degree", "nan"], "--degree must be a number > 0"),
         ("bench_scale", ["--sizes", "2000", "--data-dir", "/proc/x"], "--data-dir /proc/x cannot"),

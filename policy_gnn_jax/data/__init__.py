@@ -4,14 +4,12 @@ the heterophilous benchmarks, generators.
 Everything here runs before any JAX code; `graph.from_dataset` moves a Dataset to the device.
 """
 
-from policy_gnn_jax.data.arrays import from_arrays, from_jraph
+from policy_gnn_jax.data.arrays import from_arrays, from_jraph, symmetric_edges
 from policy_gnn_jax.data.dataset import (
     DataError,
     Dataset,
     InvalidDatasetError,
     MissingDataError,
-    row_normalise,
-    symmetric_edges,
     validate,
 )
 from policy_gnn_jax.data.dense import (
@@ -19,6 +17,7 @@ from policy_gnn_jax.data.dense import (
     features_array,
     is_dense_features,
     largest_feature,
+    row_normalise,
 )
 from policy_gnn_jax.data.generators import (
     make_csbm,

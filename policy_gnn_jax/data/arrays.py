@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax.data.dataset import Dataset, InvalidDatasetError, symmetric_edges
+from policy_gnn_jax.data.dataset import Dataset, InvalidDatasetError
 from policy_gnn_jax.data.edge_check import edge_problem
 from policy_gnn_jax.data.feature_input import as_features
 
@@ -332,3 +332,22 @@ def from_jraph(
         symmetrise=symmetrise,
         num_classes=num_classes,
     )
+
+
+def symmetric_edges(senders: np.ndarray, receivers: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Symmetrises, drops self-loops and duplicates; returns [2, E] sorted by (receiver, sender)."""
+    senders, receivers = np.asarray(senders), np.asarray(receivers)
+    if len(senders) and (
+        min(senders.min(), receivers.min()) < 0 or max(senders.max(), receivers.max()) >= num_nodes
+    ):
+        ends = np.concatenate([senders, receivers])
+        wrong = ends[(ends < 0) | (ends >= num_nodes)]
+        raise InvalidDatasetError(
+            f"{wrong.size} edge endpoint(s) outside 0..{num_nodes - 1} (the first: "
+            f"{wrong[0]}): fix the node ids in the edge list."
+        )
+    s = np.concatenate([senders, receivers]).astype(np.int64)
+    r = np.concatenate([receivers, senders]).astype(np.int64)
+    keep = s != r
+    key = np.unique(r[keep] * num_nodes + s[keep])
+    return np.stack([key % num_nodes, key // num_nodes]).astype(np.int32)

@@ -94,6 +94,11 @@ class Dataset:
             object.__setattr__(self, field, read_only(getattr(self, field), field))
         validate(self)
 
+    def __reduce__(self):
+        # Copies (pickle, copy.deepcopy) are made again through the constructor: read-only and
+        # validated like the original.
+        return Dataset, tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
     @property
     def num_nodes(self) -> int:
         return self.features.shape[0]
@@ -193,6 +198,7 @@ def read_only(value, field: str):
             "Open it read-only (np.load(path, mmap_mode='r') or np.memmap(..., mode='r')).",
         )
     if sp.issparse(value) and sp.isspmatrix_csr(value):
+        _check_csr(value)  # before the copy, which would drop values indptr leaves out
         parts = (value.data, value.indices, value.indptr)
         if any(_writable(part) for part in parts):
             value = value.copy()
@@ -200,7 +206,10 @@ def read_only(value, field: str):
             part.flags.writeable = False
         return value
     if not isinstance(value, np.ndarray):
-        return value  # not an array: `validate` names what it should be
+        _fail(
+            f"{field} must be a NumPy array, got {type(value).__name__}.",
+            "Build the dataset with policy_gnn_jax.from_arrays, which converts it.",
+        )
     if _writable(value):
         value = value.copy()
         value.flags.writeable = False
@@ -208,9 +217,20 @@ def read_only(value, field: str):
 
 
 def _writable(array: np.ndarray) -> bool:
-    """Whether `array`, or the array it is a view of, can be written."""
+    """Whether `array`, or what it is a view of (an array, a buffer, a map), can be written."""
+    if array.flags.writeable:
+        return True
     owner = array.base
-    return array.flags.writeable or (isinstance(owner, np.ndarray) and owner.flags.writeable)
+    while isinstance(owner, np.ndarray):
+        if owner.flags.writeable:
+            return True
+        owner = owner.base
+    if owner is None:
+        return False
+    try:
+        return not memoryview(owner).readonly  # a bytearray: writable; a read-only map: not
+    except TypeError:  # an owner that says nothing: copy, to be sure
+        return True
 
 
 # Hashed before dense features (a CSR's first bytes are its indptr, which never spell this).
@@ -232,8 +252,11 @@ def validate(ds: Dataset) -> None:
         _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
     if isinstance(ds.num_classes, bool) or not isinstance(ds.num_classes, int):
         _fail(f"num_classes must be a whole number, got {ds.num_classes!r}.", "Pass an int.")
-    if ds.num_classes < 2:
-        _fail(f"num_classes is {ds.num_classes}.", "Node classification needs at least 2.")
+    if not 2 <= ds.num_classes <= n:
+        _fail(
+            f"num_classes is {ds.num_classes}, for {n} nodes.",
+            "Pass the number of classes: at least 2, and at most one a node.",
+        )
     _check_labels(ds.labels, n, ds.num_classes)
     _check_edges(ds.edges, n)
     _check_splits(ds, n)
@@ -261,6 +284,24 @@ def _check_feature_layout(feats) -> None:
         _fail(
             f"features must be a float32 scipy CSR matrix or dense array, got "
             f"{type(feats).__name__} of {getattr(feats, 'dtype', '?')}.",
+            "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
+        )
+    else:
+        _check_csr(feats)
+
+
+def _check_csr(feats) -> None:
+    """indptr ordered and ending at the stored values, column ids in range: a CSR matrix's
+    arrays that say otherwise would be read differently by different code."""
+    try:  # sizes first: check_format drops the values indptr leaves out
+        if not feats.indptr[-1] == feats.indices.size == feats.data.size:
+            raise ValueError(
+                f"indptr ends at {feats.indptr[-1]} but {feats.data.size} values are stored"
+            )
+        feats.check_format(full_check=True)
+    except ValueError as err:
+        _fail(
+            f"features are not a valid CSR matrix ({err}).",
             "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
         )
 
@@ -343,29 +384,3 @@ def _check_splits(ds, n):
                 f"{np.sum(ds.labels[index] < 0)} nodes of {name}_index have no label (-1).",
                 "Give every split node a class id, or leave it out of the split.",
             )
-
-
-def symmetric_edges(senders: np.ndarray, receivers: np.ndarray, num_nodes: int) -> np.ndarray:
-    """Symmetrises, drops self-loops and duplicates; returns [2, E] sorted by (receiver, sender)."""
-    senders, receivers = np.asarray(senders), np.asarray(receivers)
-    if len(senders) and (
-        min(senders.min(), receivers.min()) < 0 or max(senders.max(), receivers.max()) >= num_nodes
-    ):
-        ends = np.concatenate([senders, receivers])
-        wrong = ends[(ends < 0) | (ends >= num_nodes)]
-        raise InvalidDatasetError(
-            f"{wrong.size} edge endpoint(s) outside 0..{num_nodes - 1} (the first: "
-            f"{wrong[0]}): fix the node ids in the edge list."
-        )
-    s = np.concatenate([senders, receivers]).astype(np.int64)
-    r = np.concatenate([receivers, senders]).astype(np.int64)
-    keep = s != r
-    key = np.unique(r[keep] * num_nodes + s[keep])
-    return np.stack([key % num_nodes, key // num_nodes]).astype(np.int32)
-
-
-def row_normalise(features: sp.csr_matrix) -> sp.csr_matrix:
-    """Divides each row by its sum (rows summing to 0 stay 0), as PyG's NormalizeFeatures."""
-    row_sum = np.asarray(features.sum(1)).reshape(-1)
-    scale = 1.0 / np.where(row_sum == 0, 1.0, row_sum)
-    return sp.csr_matrix(sp.diags(scale.astype(np.float32)) @ features, dtype=np.float32)

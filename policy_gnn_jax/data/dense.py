@@ -10,6 +10,7 @@ however many rows the file holds.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 # Values read at once: 2**22 float32 values are 16 MB, and their temporaries about as much.
 CHUNK_VALUES = 2**22
@@ -82,3 +83,10 @@ def hash_array(digest, array: np.ndarray) -> None:
     step = max(1, CHUNK_VALUES * 4 // max(array.itemsize, 1))
     for start in range(0, flat.size, step):
         digest.update(flat[start : start + step])
+
+
+def row_normalise(features: sp.csr_matrix) -> sp.csr_matrix:
+    """Divides each row by its sum (rows summing to 0 stay 0), as PyG's NormalizeFeatures."""
+    row_sum = np.asarray(features.sum(1)).reshape(-1)
+    scale = 1.0 / np.where(row_sum == 0, 1.0, row_sum)
+    return sp.csr_matrix(sp.diags(scale.astype(np.float32)) @ features, dtype=np.float32)

@@ -33,12 +33,12 @@ import numpy as np
 
 from policy_gnn_jax.data import arrays as arrays_lib
 from policy_gnn_jax.data import feature_input, planetoid
+from policy_gnn_jax.data.arrays import symmetric_edges
 from policy_gnn_jax.data.dataset import (
     DataError,
     Dataset,
     InvalidDatasetError,
     MissingDataError,
-    symmetric_edges,
 )
 
 HETEROPHILY_NAMES = (

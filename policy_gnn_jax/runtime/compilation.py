@@ -59,7 +59,16 @@ def use_persistent_cache() -> str | None:
         return None
     if jax.config.jax_compilation_cache_dir:
         return str(jax.config.jax_compilation_cache_dir)
-    folder = str(pathlib.Path(choice).expanduser() if choice else default_cache_folder())
+    if choice.lower() in ("", "on", "1", "true", "yes"):
+        folder = default_cache_folder()
+    else:
+        folder = pathlib.Path(choice).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(
+            f"{CACHE_VARIABLE}={choice} is a file, not a folder: name a folder for the "
+            f"compilation cache, or set it to off."
+        )
+    folder = str(folder)
     jax.config.update("jax_compilation_cache_dir", folder)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)

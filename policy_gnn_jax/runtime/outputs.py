@@ -166,25 +166,38 @@ def hold_output_lock(path: pathlib.Path) -> None:
     lock = path.with_name(path.name + ".lock").absolute()
     if lock in _OUTPUT_LOCKS:
         return
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        raise CheckpointError(
-            f"cannot make {lock}, the lock file of {path.name} ({err.strerror or err}): choose "
-            f"another --out."
-        ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise CheckpointError(
-            f"another run (process {owner}) is writing {path}: wait for it to end, or choose "
-            f"another --out."
-        ) from None
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise CheckpointError(
+                f"cannot make {lock}, the lock file of {path.name} ({err.strerror or err}): "
+                f"choose another --out."
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise CheckpointError(
+                f"another run (process {owner}) is writing {path}: wait for it to end, or "
+                f"choose another --out."
+            ) from None
+        if _is_at(fd, lock):
+            break
+        os.close(fd)  # its owner removed it after this open: lock the file there now
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     _OUTPUT_LOCKS[lock] = fd
+
+
+def _is_at(fd: int, path: pathlib.Path) -> bool:
+    """Whether the open file `fd` is still the file at `path`. A lock's owner removes the file
+    as it lets go (while still holding it), so a file opened before that is nobody's lock."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def release_output_locks() -> None:
@@ -277,23 +290,27 @@ class FolderLock:
         if held:
             held[0] += 1
             return self
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
-        except OSError as err:
-            raise CheckpointError(
-                f"cannot write to the {self.what} {self.folder} ({err.strerror or err}): "
-                f"choose a writable folder."
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise CheckpointError(
-                f"the {self.what} {self.folder} is in use by another run (process {owner}). "
-                f"Wait for it to finish, or choose another folder."
-            ) from None
+        while True:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+            except OSError as err:
+                raise CheckpointError(
+                    f"cannot write to the {self.what} {self.folder} ({err.strerror or err}): "
+                    f"choose a writable folder."
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise CheckpointError(
+                    f"the {self.what} {self.folder} is in use by another run (process {owner}). "
+                    f"Wait for it to finish, or choose another folder."
+                ) from None
+            if _is_at(fd, self.path):
+                break
+            os.close(fd)  # its owner removed it after this open: lock the file there now
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         FolderLock._held[self.key] = [1, fd]

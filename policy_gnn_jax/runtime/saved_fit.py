@@ -203,9 +203,7 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
         raise ConfigError(f"overwrite must be True or False, got {overwrite!r}.")
     overwrite = bool(overwrite)
     folder = _as_path(folder)
-    if not outputs.FolderLock.holds(folder):  # a run saving into its own locked folder checks
-        outputs.check_no_result(folder, overwrite, "overwrite=True")
-    with outputs.FolderLock(folder, "output folder"):
+    with outputs.FolderLock(folder, "output folder"):  # checked as the owner: no other writer
         outputs.check_no_result(folder, overwrite, "overwrite=True")  # again, as the owner
         staging = outputs.staging_folder(folder)
         try:

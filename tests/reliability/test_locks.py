@@ -192,3 +192,32 @@ def test_a_stale_lock_file_of_a_killed_run_is_taken_over(tmp_path):
     outputs.check_writable_file(tmp_path / "r.json", overwrite=False)
     outputs.release_output_locks()
     assert not (tmp_path / "r.json.lock").exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_a_lock_file_removed_between_its_open_and_its_lock_is_not_taken(tmp_path, monkeypatch,
+                                                                        kind):  # fmt: skip
+    """Its owner removes the lock file as it lets go: a file opened before that and locked after
+    is nobody's lock, and holding it would let two runs write at once."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    path = folder / outputs.LOCK_NAME if kind == "folder" else tmp_path / "r.json.lock"
+    path.write_text("")
+    real_flock, locked = fcntl.flock, []
+
+    def flock_after_release(fd, operation):
+        if not locked:  # between this open and this lock, the owner lets go
+            path.unlink()
+        locked.append(fd)
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(outputs.fcntl, "flock", flock_after_release)
+    if kind == "folder":
+        with outputs.FolderLock(folder):
+            assert path.exists() and len(locked) == 2  # locked the file at the path
+    else:
+        outputs.hold_output_lock(tmp_path / "r.json")
+        try:
+            assert path.exists() and len(locked) == 2
+        finally:
+            outputs.release_output_locks()

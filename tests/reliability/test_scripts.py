@@ -204,3 +204,19 @@ def test_every_benchmark_refuses_an_out_that_names_no_file(experiment, tmp_path,
     assert module.main([*SMALL[script], "--out", out]) == 2
     assert said in capsys.readouterr().err
     assert not (tmp_path / "bcd").exists()
+
+
+@pytest.mark.parametrize(
+    "script, argv, named",
+    [
+        ("bench_compile", ["--sizes", "0", "--settings"], "--sizes 0"),
+        ("bench_scale", ["--sizes", "100"], "--sizes 100"),
+        ("bench_splits", ["--dataset", "texas", "--splits", "99"], "--splits 99"),
+        ("bench_splits", ["--dataset", "cora"], "no fixed splits"),
+    ],
+)
+def test_a_benchmarks_bad_size_or_split_names_its_flag(experiment, tmp_path, capsys, script,
+                                                       argv, named):  # fmt: skip
+    assert experiment(script).main([*argv, "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and named in err[0], err
