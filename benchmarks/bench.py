@@ -57,9 +57,10 @@ def chunk_time(trainer, keys, repeats: int, mode: str = "vmap") -> float:
     chunk = functools.partial(trainer.train_chunk, length=trainer.per_call)
     seeds = functools.partial(runner.over_seeds, mode=mode, sharding=None)
     init_v, chunk_v = jax.jit(seeds(trainer.init)), jax.jit(seeds(chunk))
-    state = init_v(keys)
-    state, _ = chunk_v(state)
-    return median_s(lambda s: chunk_v(s)[1], state, repeats=repeats)
+    data = trainer.data
+    state = init_v(data, keys)
+    state, _ = chunk_v(data, state)
+    return median_s(lambda s: chunk_v(data, s)[1], state, repeats=repeats)
 
 
 def epoch_time(cfg, g, seeds: int, repeats: int, depth: int = 2, mode: str = "vmap") -> float:

@@ -8,8 +8,8 @@ Settings (`runtime/compilation.py`), each a fresh trainer, compiled, warmed up a
   (what `Config` gives this run: its gather kernels have no float scatter-add);
 - `fast`: XLA's autotuning and TF32 matmuls (`--set reproducible=false --set
   matmul_precision=default`): the opt-out;
-- `fast-inlined`: `fast` with the graph compiled into the program as constants (how programs
-  were built before the graph became an argument);
+- `fast-inlined`: `fast` with the graph closed over, so jit compiles it into the program as
+  constants (what passing it as an argument avoids);
 - `deterministic-ops`: the default plus XLA's deterministic scatter-adds (what the subgraph
   engine and the scatter kernels get);
 - `reproducible-tf32`, `autotuned-highest`: one switch at a time.
@@ -22,7 +22,6 @@ prints compile seconds and the ratio to the smallest. Results go to `--out` as J
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import time
@@ -63,15 +62,18 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-@contextlib.contextmanager
-def lifting(enabled: bool):
-    """Graph-sized constants lifted into arguments (the default) or left compiled in."""
-    saved = compilation.LIFT_BYTES
-    compilation.LIFT_BYTES = saved if enabled else float("inf")
-    try:
-        yield
-    finally:
-        compilation.LIFT_BYTES = saved
+def with_graph(trainer, as_argument: bool):
+    """The trainer as it is (the graph an argument of every program), or with its graph closed
+    over, which jit compiles into the programs as constants."""
+    if as_argument:
+        return trainer
+    data = trainer.data
+    return trainer._replace(
+        init=lambda _, key: trainer.init(data, key),
+        train_chunk=lambda _, state, length: trainer.train_chunk(data, state, length),
+        evaluate=lambda _, state: trainer.evaluate(data, state),
+        data=(),
+    )
 
 
 def time_setting(ds, g, setting: str, seeds: int, episodes: int) -> dict:
@@ -81,17 +83,17 @@ def time_setting(ds, g, setting: str, seeds: int, episodes: int) -> dict:
     options = gpu_options if jax.default_backend() in compilation.GPU_BACKENDS else None
     config = config_lib.Config.paper(num_episodes=episodes, episodes_per_call=episodes)
     trainer = loop.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
+    trainer = with_graph(trainer, lift)
     keys = runner.seed_keys(0, seeds)
     over = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
     start = time.perf_counter()
-    with lifting(lift):
-        programs = runner.build_programs(trainer, keys, over, None, [episodes], options, precision)
-        chunk, _ = programs["chunks"][episodes].compile(programs["state_like"])
+    programs = runner.build_programs(trainer, keys, over, None, [episodes], options, precision)
+    chunk = programs["chunks"][episodes].compile(trainer.data, programs["state_like"])
     compile_s = time.perf_counter() - start
-    state, _ = chunk(programs["init"](keys))  # warm-up
+    state, _ = chunk(trainer.data, programs["init"](trainer.data, keys))  # warm-up
     jax.block_until_ready(state)
     start = time.perf_counter()
-    state, _ = chunk(state)
+    state, _ = chunk(trainer.data, state)
     jax.block_until_ready(state)
     return {
         "setting": setting,
@@ -110,13 +112,13 @@ def compile_time(num_nodes: int, lift: bool) -> float:
     g = graph.from_dataset(ds)
     config = config_lib.Config.paper(engine="full", num_episodes=1, episodes_per_call=1)
     trainer = loop.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
+    trainer = with_graph(trainer, lift)
     keys = runner.seed_keys(0, 1)
     over = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
     start = time.perf_counter()
     options = compilation.compiler_options(True, compilation.float_scatter_adds(g.kernels, "full"))
-    with lifting(lift):
-        programs = runner.build_programs(trainer, keys, over, None, [1], options)
-        programs["chunks"][1].compile(programs["state_like"])
+    programs = runner.build_programs(trainer, keys, over, None, [1], options)
+    programs["chunks"][1].compile(trainer.data, programs["state_like"])
     return time.perf_counter() - start
 
 

@@ -117,13 +117,14 @@ def measure(folder: str, engine: str, episodes: int, seed_mode: str) -> dict:
     kernels = compilation.float_scatter_adds(g.kernels, "full" if engine == "full" else "subgraph")
     options = compilation.compiler_options(True, kernels)
     programs = runner.build_programs(trainer, keys, seeds, None, [episodes], options)
-    chunk, compiled = programs["chunks"][episodes].compile(programs["state_like"])
+    chunk = compiled = programs["chunks"][episodes].compile(trainer.data, programs["state_like"])
     compile_s = time.perf_counter() - start
     memory = compiled.memory_analysis()
-    state, _ = chunk(programs["init"](keys))  # warm-up: the timed call reuses every buffer
+    # Warm-up: the timed call reuses every buffer.
+    state, _ = chunk(trainer.data, programs["init"](trainer.data, keys))
     jax.block_until_ready(state)
     start = time.perf_counter()
-    state, _ = chunk(state)
+    state, _ = chunk(trainer.data, state)
     jax.block_until_ready(state)
     steps = episodes * config.steps_per_episode
     return {

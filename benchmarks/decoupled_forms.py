@@ -138,9 +138,9 @@ def cached_sweep(cfg, x, g: graph_lib.Graph, keys):
 def epoch_costs(cfg, g: graph_lib.Graph, depth: int, x) -> dict:
     """ms of one training epoch of each form at `depth` (1 seed), in this process."""
     fixed = dataclasses.replace(cfg, depth=depth)
-    ctx = fixed_depth.BaselineContext(g, backbones.for_fixed_depth(fixed, g), depth)
-    state = fixed_depth.init(ctx, jax.random.key(0))
-    propagated = jax.jit(functools.partial(fixed_depth.epoch_step, ctx))
+    ctx = fixed_depth.BaselineContext(backbones.for_fixed_depth(fixed, g), depth)
+    state = fixed_depth.init(ctx, g, jax.random.key(0))
+    propagated = jax.jit(functools.partial(fixed_depth.epoch_step, ctx, g))
     train, val = g.train_index, g.val_index
     optimizer = backbone_lib.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
     carry = init_carry(cfg, optimizer, jax.random.key(0), g.num_features, g.num_classes)
@@ -161,13 +161,13 @@ def all_depth_costs(cfg, g: graph_lib.Graph, xs: list) -> dict:
     Policy-GNN needs): the propagated form's one MLP pass and K C-wide propagations, against
     the cached form's one shared MLP applied to each of the K + 1 cached matrices."""
     backbone = backbones.for_policy(cfg, g)
-    params = backbone.init(jax.random.key(0))
+    params = backbone.init(jax.random.key(0), g)
     mlp = init_mlp(jax.random.key(0), g.num_features, cfg.hidden, g.num_classes)
     stacked = jnp.stack(xs)  # [K + 1, N, F]
     cached = jax.jit(lambda p, x: jax.vmap(lambda xk: mlp_logits(p, xk, cfg))(x))
     return {
         "propagated_all_depths_ms": 1e3
-        * median_s(jax.jit(backbone.logits), params, None, repeats=REPEATS),
+        * median_s(jax.jit(backbone.logits), params, g, None, repeats=REPEATS),
         "cached_all_depths_ms": 1e3 * median_s(cached, mlp, stacked, repeats=REPEATS),
     }
 

@@ -124,18 +124,23 @@ def fit(
 
 
 def _check_backbone_graph(backbone, g, ds: data.Dataset) -> None:
-    """A custom backbone computes logits on the graph it was built on: one built on another
-    graph (of another size or class count; a graph of the same sizes cannot be told apart)
-    would train there and report the result as this dataset's."""
+    """A custom backbone gives one row of logits per node of the graph it is given, one column
+    per class: one built for another class count would be scored against the wrong labels."""
     if backbone is None or g.host is not None:
         return
-    params = jax.eval_shape(backbone.init, jax.random.key(0))
-    _, nodes, classes = jax.eval_shape(backbone.logits, params, None).shape
-    if (nodes, classes) != (g.num_nodes, ds.num_classes):
+    try:
+        params = jax.eval_shape(backbone.init, jax.random.key(0), g)
+        shape = jax.eval_shape(backbone.logits, params, g, None).shape
+    except Exception as err:  # the user's code: whatever it raises
         raise config_lib.ConfigError(
-            f"the backbone computes logits for {nodes} nodes and {classes} classes, but "
-            f"{ds.name} has {g.num_nodes} nodes and {ds.num_classes} classes: build the "
-            f"backbone on this dataset's graph (graph.from_dataset(dataset))."
+            f"the backbone could not be traced on {ds.name}'s graph ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:200]})."
+        ) from None
+    if len(shape) != 3 or tuple(shape[1:]) != (g.num_nodes, ds.num_classes):
+        raise config_lib.ConfigError(
+            f"the backbone's logits have shape {tuple(shape)} on {ds.name}, which has "
+            f"{g.num_nodes} nodes and {ds.num_classes} classes: they must be [depths, "
+            f"{g.num_nodes}, {ds.num_classes}] (build it for {ds.num_classes} classes)."
         )
 
 

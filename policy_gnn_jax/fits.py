@@ -144,13 +144,13 @@ class Fit:
         return methods.get(self.method)
 
     def _depths_fn(self, g: graph.Graph | None = None):
-        """jit(vmap over seeds) of the method's depths on `g` (default: the fit's graph, built
-        once per Fit)."""
+        """jit(vmap over seeds) of the method's depths, its agent built for `g`'s shapes
+        (default: the fit's graph; built once per Fit)."""
         if g is None and "depths" in self._cache:
             return self._cache["depths"]
         agent = self.custom_agent
         depth_fn = self._method().depth_fn(self.config, self.dataset, g or self._graph(), agent)
-        fn = self._jit(jax.vmap(depth_fn, in_axes=(0, 0, 0, None)))
+        fn = self._jit(jax.vmap(depth_fn, in_axes=(0, 0, 0, None, None)))
         return fn if g is not None else self._cache.setdefault("depths", fn)
 
     def _logits_fn(self):
@@ -158,7 +158,7 @@ class Fit:
         if "logits" not in self._cache:
             backbone = self.custom_backbone or self._method().backbone(self.config, self._graph())
             predict = functools.partial(backbone_lib.predict_logits, backbone)
-            self._cache["logits"] = self._jit(jax.vmap(predict, in_axes=(0, None, 0)))
+            self._cache["logits"] = self._jit(jax.vmap(predict, in_axes=(0, None, None, 0)))
         return self._cache["logits"]
 
     def _jit(self, fn):
@@ -180,9 +180,10 @@ class Fit:
         if g.host is None:
             depths_fn = self._depths_fn()
         else:  # the states: a device graph of these nodes' rows alone
-            depths_fn = self._depths_fn(host.rows_graph(g.host, np.asarray(nodes), g))
+            g = host.rows_graph(g.host, np.asarray(nodes), g)
+            depths_fn = self._depths_fn(g)
             nodes = jnp.arange(nodes.shape[0], dtype=jnp.int32)
-        return np.asarray(depths_fn(self.params, self.policy, keys, nodes))
+        return np.asarray(depths_fn(self.params, self.policy, keys, g, nodes))
 
     def predict_logits(self, nodes) -> np.ndarray:
         """[S, M, C] each seed's logits for each node at its predicted depth."""
@@ -195,7 +196,7 @@ class Fit:
             fn = host_prediction.logits_fn(self.config, backbone, g, np.asarray(nodes))
             keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
             return np.asarray(self._jit(jax.vmap(fn))(self.params, keys, depths))
-        return np.asarray(self._logits_fn()(self.params, self._nodes(nodes), depths))
+        return np.asarray(self._logits_fn()(self.params, g, self._nodes(nodes), depths))
 
     def predict(self, nodes) -> np.ndarray:
         """[S, M] each seed's class prediction for each node at its predicted depth."""
@@ -303,7 +304,7 @@ def _snapshot_structure(method: str, config, ds: data.Dataset, seeds: int, backb
     g = entry.graph(config, ds)
     trainer = entry.make_trainer(config, ds, g, backbone, agent)
     keys = jax.random.split(jax.random.key(0), seeds)
-    state = jax.eval_shape(jax.vmap(trainer.init), keys)
+    state = jax.eval_shape(jax.vmap(trainer.init, in_axes=(None, 0)), trainer.data, keys)
     params, policy = trainer.selected(state)
     eval_keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32) if entry.uses_eval_keys else None
     return params, policy, eval_keys

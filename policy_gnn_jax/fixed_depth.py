@@ -1,8 +1,9 @@
 """Fixed-depth baseline (docs/algorithm.md section 7): the backbone trained full-batch at one depth.
 
-Top-level pure functions over a static `BaselineContext`; `make_baseline` returns a
-`trainer.Trainer` that the runner jits, vmaps over seeds and drives chunk by chunk. The
-best-validation parameters ride in the state; test labels are read only by `evaluate`.
+Top-level pure functions over a static `BaselineContext`, the graph passed as data;
+`make_baseline` returns a `trainer.Trainer` that the runner jits, vmaps over seeds and drives
+chunk by chunk. The best-validation parameters ride in the state; test labels are read only
+by `evaluate`.
 """
 
 from __future__ import annotations
@@ -35,14 +36,13 @@ class BaselineState:
 
 
 class BaselineContext(NamedTuple):
-    graph: graph_lib.Graph
     backbone: backbone_lib.Backbone
     depth: int
 
 
-def init(ctx: BaselineContext, key: jax.Array) -> BaselineState:
+def init(ctx: BaselineContext, g: graph_lib.Graph, key: jax.Array) -> BaselineState:
     key, k_init = jax.random.split(key)
-    params = ctx.backbone.init(k_init)
+    params = ctx.backbone.init(k_init, g)
     return BaselineState(
         params=params,
         opt_state=ctx.backbone.optimizer.init(params),
@@ -54,26 +54,26 @@ def init(ctx: BaselineContext, key: jax.Array) -> BaselineState:
     )
 
 
-def train_loss(ctx: BaselineContext, params, key: jax.Array) -> jax.Array:
+def train_loss(ctx: BaselineContext, params, g: graph_lib.Graph, key: jax.Array) -> jax.Array:
     """Mean cross-entropy of the training nodes at the fixed depth."""
-    nodes = ctx.graph.train_index
+    nodes = g.train_index
     depths = jnp.full(nodes.shape, ctx.depth)
-    return jnp.mean(ctx.backbone.loss(params, key, nodes, depths))
+    return jnp.mean(ctx.backbone.loss(params, g, key, nodes, depths))
 
 
-def val_accuracy(ctx: BaselineContext, params) -> jax.Array:
-    g = ctx.graph
-    logits = ctx.backbone.logits(params, None)[ctx.depth - ctx.backbone.min_depth]
+def val_accuracy(ctx: BaselineContext, g: graph_lib.Graph, params) -> jax.Array:
+    logits = ctx.backbone.logits(params, g, None)[ctx.depth - ctx.backbone.min_depth]
     return metrics.score(logits[g.val_index], g.labels[g.val_index], g.metric)
 
 
-def epoch_step(ctx: BaselineContext, state: BaselineState, _=None):
+def epoch_step(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, _=None):
     """One full-batch optimiser step, then the validation check that keeps the best epoch."""
     key, k_dropout = jax.random.split(state.key)
-    loss, grads = jax.value_and_grad(functools.partial(train_loss, ctx))(state.params, k_dropout)
+    loss_fn = functools.partial(train_loss, ctx)
+    loss, grads = jax.value_and_grad(loss_fn)(state.params, g, k_dropout)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    val = val_accuracy(ctx, params)
+    val = val_accuracy(ctx, g, params)
     better = val > state.best_val  # ties keep the earliest
     new = BaselineState(
         params=params,
@@ -87,14 +87,13 @@ def epoch_step(ctx: BaselineContext, state: BaselineState, _=None):
     return new, {"loss": loss, "val_accuracy": val, "backbone_finite": all_finite(params)}
 
 
-def train_chunk(ctx: BaselineContext, state: BaselineState, length: int):
+def train_chunk(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, length: int):
     """`length` epochs (a static int) as one scan."""
-    return jax.lax.scan(functools.partial(epoch_step, ctx), state, length=length)
+    return jax.lax.scan(functools.partial(epoch_step, ctx, g), state, length=length)
 
 
-def evaluate(ctx: BaselineContext, state: BaselineState) -> dict:
-    g = ctx.graph
-    logits = ctx.backbone.logits(state.best_params, None)[ctx.depth - ctx.backbone.min_depth][
+def evaluate(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState) -> dict:
+    logits = ctx.backbone.logits(state.best_params, g, None)[ctx.depth - ctx.backbone.min_depth][
         g.test_index
     ]
     correct = jnp.argmax(logits, -1) == g.labels[g.test_index]
@@ -119,7 +118,8 @@ def make_baseline(
     """The fixed-depth trainer for `config.depth` over exactly `config.epochs` epochs."""
     backbone = backbone or backbones.for_fixed_depth(config, g)
     return epoch_trainer(
-        BaselineContext(g, backbone, config.depth),
+        BaselineContext(backbone, config.depth),
+        g,
         init=init,
         train_chunk=train_chunk,
         evaluate=evaluate,

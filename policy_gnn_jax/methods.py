@@ -35,7 +35,7 @@ from policy_gnn_jax.mdp import loop
 from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import Trainer
 
-# (params, policy, evaluation key, nodes [M]) -> depths [M], for one seed; `Fit` vmaps it.
+# (params, policy, evaluation key, graph, nodes [M]) -> depths [M], for one seed; `Fit` vmaps it.
 DepthFn = Callable[[Any, Any, Any, jnp.ndarray], jnp.ndarray]
 
 
@@ -124,8 +124,6 @@ class Method:
             raise config_lib.ConfigError(
                 f"method {self.name!r} takes no agent (the MDP methods policy-gnn and random do)."
             )
-        if agent is not None:
-            _check_agent_types(agent)
         if agent is not None and agent.num_actions != config.num_actions:
             raise config_lib.ConfigError(
                 f"the agent has {agent.num_actions} actions, but depths {config.min_depth}.."
@@ -133,9 +131,9 @@ class Method:
             )
 
 
-def _check_agent_types(agent: Agent) -> None:
+def _check_agent_types(agent: Agent, g: graph_lib.Graph) -> None:
     """An agent's action count is an int, and act() and depths() give integer arrays of one
-    entry per node (tried on shapes only: nothing runs)."""
+    entry per node of `g` (tried on shapes only: nothing runs)."""
     if isinstance(agent.num_actions, bool) or not isinstance(agent.num_actions, int):
         raise config_lib.ConfigError(
             f"the agent's num_actions must be an int, got {agent.num_actions!r}."
@@ -144,10 +142,10 @@ def _check_agent_types(agent: Agent) -> None:
     nodes = jax.ShapeDtypeStruct((3,), jnp.int32)
     step = jax.ShapeDtypeStruct((), jnp.int32)
     try:
-        state, policy = jax.eval_shape(agent.init, key)
+        state, policy = jax.eval_shape(agent.init, key, g)
         outputs = {
-            "act": jax.eval_shape(agent.act, key, state, nodes, step)[2],
-            "depths": jax.eval_shape(agent.depths, key, policy, nodes),
+            "act": jax.eval_shape(agent.act, key, state, g, nodes, step)[2],
+            "depths": jax.eval_shape(agent.depths, key, policy, g, nodes),
         }
     except Exception as err:  # the user's code: whatever it raises
         raise config_lib.ConfigError(
@@ -215,12 +213,14 @@ def _mdp_trainer(config, ds: data.Dataset, g, backbone, agent) -> Trainer:
     else:  # no [T, N] table: a bounded BFS over the host's adjacency
         train = np.asarray(ds.train_index, np.int64)
         hops = host.hop_distances(g.host, train, train, config.max_depth)
+    if agent is not None:
+        _check_agent_types(agent, g)
     return loop.make_trainer(config, g, hops, backbone=backbone, agent=agent)
 
 
-def _agent_depths(agent: Agent, params, policy, key, nodes):
+def _agent_depths(agent: Agent, params, policy, key, g, nodes):
     del params  # the agent decides from the policy alone
-    return agent.depths(key, policy, nodes)
+    return agent.depths(key, policy, g, nodes)
 
 
 def _mdp_depth_fn(config, ds, g, agent) -> DepthFn:
@@ -284,8 +284,8 @@ def _fixed_trainer(config, ds, g, backbone, agent) -> Trainer:
     return fixed_depth.make_baseline(config, g, backbone=backbone)
 
 
-def _fixed_depths(depth: int, params, policy, key, nodes):
-    del params, policy, key
+def _fixed_depths(depth: int, params, policy, key, g, nodes):
+    del params, policy, key, g
     return jnp.full(nodes.shape, depth, jnp.int32)
 
 

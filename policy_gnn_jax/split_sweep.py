@@ -4,25 +4,32 @@
         [load_dataset("texas", split=k) for k in range(10)], config, method="gcn", seeds=3)
 
 Each split gets the `Fit` that `fit` would give it (its record, its selected snapshots, saveable
-and loadable), but the splits are traced and compiled once (`runtime.split_batch`). How they then
-run is `split_map`:
+and loadable), but the splits run as one program, compiled once: a trainer takes the graph as
+data (`Trainer.data`), so the splits' data are stacked along a split axis and the one program
+maps over it (`join`). How it maps is `split_map`:
 - "map" (default): one after another inside the program. Each split's result is bit-identical to
   `fit` on that split alone, so how splits are grouped never changes a number.
 - "vmap": batched like seeds, which an accelerator runs at once. A split's float rounding may then
   depend on the splits beside it (as a seed's does on the seeds beside it under vmap), so each
   record names them (`split_batch`).
 - "apart": each split compiled and run on its own (`fit`, one after another).
-Splits whose programs differ (different split sizes) run apart whatever `split_map` says.
+Splits whose data differ in shape (different split sizes) run apart whatever `split_map` says.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from policy_gnn_jax import api, fits, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import arguments, processes, runner, split_batch
+from policy_gnn_jax.runtime import arguments, processes, runner
+from policy_gnn_jax.runtime.trainer import Trainer
 
 SPLIT_MAPS = ("map", "vmap", "apart")
 
@@ -58,7 +65,7 @@ def fit_splits(
                 for ds, g in zip(datasets, graphs, strict=True)]  # fmt: skip
     joined = None
     if split_map != "apart" and len(datasets) > 1 and same_sizes(datasets):
-        joined = split_batch.stack_trainers(trainers, keys[0], split_map=split_map)
+        joined = join(trainers, split_map)
     if joined is None:  # one after another, each its own program
         if split_map != "apart" and len(datasets) > 1:
             warnings.warn(
@@ -109,9 +116,9 @@ def _split_fit(k, trainer, ds, g, outputs, batch, *, entry, config, options, wal
                seed_mode) -> fits.Fit:  # fmt: skip
     """Split k's `Fit`, cut from the joined run's outputs (the split axis after the seeds')."""
     state, metrics, results = outputs
-    state = split_batch.split_state(state, k, axis=1)
-    metrics = split_batch.split_state(metrics, k, axis=2)  # [S, total, splits, ...]
-    results = split_batch.split_state(results, k, axis=1)
+    state = split_state(state, k, axis=1)
+    metrics = split_state(metrics, k, axis=2)  # [S, total, splits, ...]
+    results = split_state(results, k, axis=1)
     run = (ds, config, entry.name, seeds, seed)
     metrics, results, selected = api._every_seed(trainer, entry, state, metrics, results, run)
     record = api._record(entry, ds, config, g, options, None, metrics, results, wall, seeds, seed,
@@ -131,3 +138,64 @@ def same_sizes(datasets) -> bool:
                 len(ds.val_index), len(ds.test_index))  # fmt: skip
 
     return all(sizes(ds) == sizes(datasets[0]) for ds in datasets[1:])
+
+
+def join(trainers: list[Trainer], split_map: str) -> Trainer | None:
+    """One `Trainer` running `trainers[k]` on split k (every leaf of its state [splits, ...],
+    a chunk's metrics [length, splits, ...], its results [splits, ...]), each split from the
+    same key, as when they run one after another; None where their data differ in structure
+    or shape. The trainers come from one config on splits of one graph, so they differ in
+    their data alone and the first one's functions serve every split.
+
+    Under "map" a call runs its chunk for each split in turn, so the chunk is the trainers'
+    shared out over the splits: a call takes about as long as a split's own, and the run comes
+    back to Python (progress, Ctrl-C, a signal) as often."""
+    first = trainers[0]
+    if any((t.total, t.per_call, t.unit) != (first.total, first.per_call, first.unit)
+           for t in trainers):  # fmt: skip
+        return None
+    datas = [t.data for t in trainers]
+    if any(_shapes(d) != _shapes(datas[0]) for d in datas[1:]):
+        return None
+    stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *datas)
+    per_call = first.per_call
+    if split_map == "map":
+        per_call = max(1, per_call // len(trainers))
+    over = functools.partial(_over_splits, split_map)
+    return first._replace(
+        init=lambda data, key: over(lambda d: first.init(d, key), data),
+        train_chunk=lambda data, state, length: _metrics_after_length(
+            over(lambda d, s: first.train_chunk(d, s, length), data, state)
+        ),
+        evaluate=lambda data, state: over(first.evaluate, data, state),
+        selected=None,
+        data=stacked,
+        per_call=per_call,
+    )
+
+
+def _shapes(data) -> tuple:
+    leaves, tree = jax.tree.flatten(data)
+    return tree, [(np.shape(x), x.dtype) for x in leaves]
+
+
+def _over_splits(split_map: str, fn, *stacked):
+    """`fn` over the leading split axis of every argument: batched, or one split after another."""
+    if split_map == "vmap":
+        return jax.vmap(fn)(*stacked)
+    return jax.lax.map(lambda row: fn(*row), stacked)
+
+
+def _metrics_after_length(outputs):
+    state, metrics = outputs  # metrics [splits, length, ...]: the runner wants length first
+    return state, jax.tree.map(lambda m: jnp.moveaxis(m, 0, 1), metrics)
+
+
+def split_state(tree, k: int, axis: int = 1):
+    """Split k's rows of a tree whose leaves have the split axis at `axis` (after the seeds')."""
+    return jax.tree.map(lambda x: jnp.take(x, k, axis=axis) if _is_key(x) else
+                        np.take(np.asarray(x), k, axis=axis), tree)  # fmt: skip
+
+
+def _is_key(x) -> bool:
+    return jnp.issubdtype(getattr(x, "dtype", np.float32), jax.dtypes.prng_key)

@@ -69,11 +69,17 @@ def test_splits_that_cannot_be_joined_run_apart_and_say_so():
     assert [f.record["split_map"] for f in fits] == ["apart", "apart"]
 
 
-def test_a_custom_backbone_built_on_another_graph_is_refused():
+def test_a_custom_backbone_for_another_class_count_is_refused():
     from policy_gnn_jax import backbones, graph
 
-    mine, other = _graph(num_train=20, n=200), _graph(num_train=20, n=300)
+    mine = _graph(num_train=20, n=200)
+    three = dataclasses.replace(mine, labels=np.arange(200) % 3, num_classes=3)
     config = pg.Config.tiny(epochs=2)
-    built_on_other = backbones.make_backbone(config, graph.from_dataset(other), 2, 2)
-    with pytest.raises(pg.ConfigError, match="300 nodes.*200"):
-        pg.fit(mine, config, method="gcn", backbone=built_on_other, seeds=1, progress=False)
+    for_three = backbones.make_backbone(config, graph.from_dataset(three), 2, 2)
+    with pytest.raises(pg.ConfigError, match=r"shape \(1, 200, 3\).*2 classes"):
+        pg.fit(mine, config, method="gcn", backbone=for_three, seeds=1, progress=False)
+    # Built on another graph of the same class count, it runs on the graph it is given.
+    other = _graph(num_train=20, n=300)
+    on_other = backbones.make_backbone(config, graph.from_dataset(other), 2, 2)
+    fitted = pg.fit(mine, config, method="gcn", backbone=on_other, seeds=1, progress=False)
+    assert fitted.predict(mine.test_index).shape == (1, len(mine.test_index))

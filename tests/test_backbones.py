@@ -18,7 +18,7 @@ def test_default_backbone_is_the_paper_structure(small_graph):
     cfg = pg.Config.tiny()
     assert cfg.backbone == "gcn"
     b = backbones.for_policy(cfg, small_graph)
-    params = b.init(jax.random.key(0))
+    params = b.init(jax.random.key(0), small_graph)
     # min depth 1 in the tiny preset: W_0 (depth 1), W_1, W_2 (K = 3), the output layer.
     assert set(params["params"]) == {"w_0", "w_1", "w_2", "w_out"}
     assert (b.min_depth, b.max_depth) == (1, 3)

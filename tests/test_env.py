@@ -103,16 +103,17 @@ def test_the_cached_validation_logits_are_those_of_the_current_parameters(
 
     cfg = config.Config.tiny(buffer_size=64)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    ctx = env.make_context(cfg, small_graph, hops, gcn.gcn_backbone(cfg, small_graph))
-    state = env.init(ctx, key)
-    step = jax.jit(lambda k, s, a, d: env.step(ctx, k, s, a, d))
+    ctx = env.make_context(cfg, small_graph, gcn.gcn_backbone(cfg, small_graph))
+    data = env.mdp_data(small_graph, hops)
+    state = env.init(ctx, data, key)
+    step = jax.jit(lambda data, k, s, a, d: env.step(ctx, data, k, s, a, d))
     val_depths = jnp.full(small_graph.val_index.shape, cfg.min_depth)
     trained = []
     for i in range(12):
         actions = jax.random.randint(jax.random.fold_in(key, i), state.nodes.shape, 0, 2)
         before = state.params
-        state, out = step(jax.random.fold_in(key, 100 + i), state, actions, val_depths)
-        fresh = env.validation_logits(ctx, state.params)
+        state, out = step(data, jax.random.fold_in(key, 100 + i), state, actions, val_depths)
+        fresh = ctx.engine.validation_logits(ctx, data, state.params, None)
         np.testing.assert_array_equal(np.asarray(state.val_logits), np.asarray(fresh))
         changed = any(
             not np.array_equal(a, b)

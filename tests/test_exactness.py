@@ -49,24 +49,27 @@ def test_largest_constant_finds_a_closed_over_array():
     assert largest_constant_bytes(jax.jit(lambda x: x + splat).lower(splat).as_text()) == 0
 
 
-def _cora_programs(cora, method, lift=True, **overrides):
+def _cora_programs(cora, method, graph_as_argument=True, **overrides):
     config = methods.get(method).prepare(pg.Config.paper(num_episodes=2, epochs=2, **overrides))
     g = graph.from_dataset(cora)
     trainer = methods.get(method).make_trainer(config, cora, g, None, None)
+    if not graph_as_argument:  # the graph closed over: jit compiles it in as constants
+        t, d = trainer, trainer.data
+        trainer = t._replace(
+            init=lambda _, key: t.init(d, key),
+            train_chunk=lambda _, state, length: t.train_chunk(d, state, length),
+            evaluate=lambda _, state: t.evaluate(d, state),
+            data=(),
+        )
     keys = runner.seed_keys(0, 1)
     seeds = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
-    saved = compilation.LIFT_BYTES
-    compilation.LIFT_BYTES = saved if lift else float("inf")
-    try:
-        programs = runner.build_programs(trainer, keys, seeds, None, [trainer.per_call])
-        state_like = programs["state_like"]
-        return {
-            "init": programs["init"].lower(keys).as_text(),
-            "chunk": programs["chunks"][trainer.per_call].lower(state_like).as_text(),
-            "evaluate": programs["evaluate"].lower(state_like).as_text(),
-        }
-    finally:
-        compilation.LIFT_BYTES = saved
+    programs = runner.build_programs(trainer, keys, seeds, None, [trainer.per_call])
+    state_like, data = programs["state_like"], trainer.data
+    return {
+        "init": programs["init"].lower(data, keys).as_text(),
+        "chunk": programs["chunks"][trainer.per_call].lower(data, state_like).as_text(),
+        "evaluate": programs["evaluate"].lower(data, state_like).as_text(),
+    }
 
 
 @pytest.mark.parametrize(
@@ -81,7 +84,7 @@ def test_no_program_compiles_in_a_constant_over_1_mib(cora, method, overrides):
 
 def test_the_constant_check_fails_when_the_graph_is_compiled_in(cora):
     # Cora's dense features alone are 2708 x 1433 float32 = 14.8 MiB.
-    texts = _cora_programs(cora, "gcn", lift=False)
+    texts = _cora_programs(cora, "gcn", graph_as_argument=False)
     assert largest_constant_bytes(texts["chunk"]) > MiB
 
 

@@ -96,7 +96,7 @@ def test_a_registered_method_runs_through_fit(example):
         ),
         backbone=lambda config, g: pg.make_backbone(config, g, config.max_depth, config.max_depth),
         depth_fn=lambda config, ds, g, agent: (
-            lambda params, policy, key, nodes: jnp.full(nodes.shape, config.max_depth)
+            lambda params, policy, key, g, nodes: jnp.full(nodes.shape, config.max_depth)
         ),
         record_fields=lambda config, metrics, results: {"note": "deepest"},
     )
@@ -121,7 +121,7 @@ def test_a_backbone_from_any_flax_module_trains_at_a_fixed_depth(example):
     ds = example["ds"]
     config = pg.Config.tiny(epochs=5, depth=2)
     g = graph_lib.from_dataset(ds)
-    mlp = pg.flax_backbone(MLP(), g, optax.adam(0.05), 2, 2)
+    mlp = pg.flax_backbone(MLP(), optax.adam(0.05), 2, 2)
     fit = pg.fit(ds, config, method="gcn", backbone=mlp, seeds=1, progress=False)
     params = jax.tree.map(lambda x: x[0], fit.params)
     expected = np.asarray(MLP().apply(params, g, train=False)[0][ds.test_index]).argmax(-1)

@@ -235,12 +235,11 @@ def test_the_fixed_depths_of_splits_train_as_one_program_and_equal_their_own_run
     split's cached scores and class probabilities are those of its runs apart, bit for bit."""
     need("texas")
     het = experiment("heterophily")
-    from policy_gnn_jax.runtime import split_batch
+    from policy_gnn_jax import split_sweep
 
     joined = []
-    stack = split_batch.stack_trainers
-    monkeypatch.setattr(split_batch, "stack_trainers",
-                        lambda *a, **k: joined.append(1) or stack(*a, **k))  # fmt: skip
+    join = split_sweep.join
+    monkeypatch.setattr(split_sweep, "join", lambda *a, **k: joined.append(1) or join(*a, **k))
     cfg = het.base_config(1, "plain")
     datasets = {k: pg.load_dataset("texas", data_dir=HETEROPHILY_DIR, split=k) for k in (0, 1)}
     together = het.fixed_runs.fixed_depths_of_splits(

@@ -44,14 +44,14 @@ def test_gcn_logits_and_gradients_match(both_kernels, key):
     assert g_g.deterministic and not g_s.deterministic
     cfg = pg.Config.tiny(max_depth=4)
     b_s, b_g = gcn.gcn_backbone(cfg, g_s), gcn.gcn_backbone(cfg, g_g)
-    params = b_s.init(key)
-    np.testing.assert_allclose(b_g.logits(params, None), b_s.logits(params, None),
+    params = b_s.init(key, g_s)
+    np.testing.assert_allclose(b_g.logits(params, g_g, None), b_s.logits(params, g_s, None),
                                rtol=1e-4, atol=1e-5)  # fmt: skip
     nodes = g_s.train_index
     depths = jnp.full(nodes.shape, 3)
     k = jax.random.fold_in(key, 1)  # same dropout bits in both: the mask is drawn per non-zero
-    grads = [jax.grad(lambda p, b=b: jnp.mean(b.loss(p, k, nodes, depths)))(params)
-             for b in (b_s, b_g)]  # fmt: skip
+    grads = [jax.grad(lambda p, b=b, g=g: jnp.mean(b.loss(p, g, k, nodes, depths)))(params)
+             for b, g in ((b_s, g_s), (b_g, g_g))]  # fmt: skip
     chex.assert_trees_all_close(grads[1], grads[0], rtol=1e-4, atol=1e-6)
 
 
@@ -59,17 +59,18 @@ def test_buffer_loss_by_counts_equals_per_entry(both_kernels, key):
     ds, g_s, g_g = both_kernels
     cfg = pg.Config.tiny(buffer_size=4)
     hops = graph.train_hop_distances(ds, cfg.max_depth)
-    ctx_s = env.make_context(cfg, g_s, hops, gcn.gcn_backbone(cfg, g_s))
-    ctx_g = env.make_context(cfg, g_g, hops, gcn.gcn_backbone(cfg, g_g))
+    ctx_s = env.make_context(cfg, g_s, gcn.gcn_backbone(cfg, g_s))
+    ctx_g = env.make_context(cfg, g_g, gcn.gcn_backbone(cfg, g_g))
+    data_s, data_g = env.mdp_data(g_s, hops), env.mdp_data(g_g, hops)
     # Buffers with repeated nodes (the case the counts exist for), two of them full.
     buffers = action_buffers.init(cfg.num_actions, 12)
     nodes = jnp.concatenate([g_s.train_index[:6], g_s.train_index[:3]])
     actions = jnp.array([0, 0, 1, 0, 1, 2, 0, 1, 1])
     buffers = action_buffers.add(buffers, nodes, actions, jnp.ones(9, bool))
-    params = ctx_s.backbone.init(key)
+    params = ctx_s.backbone.init(key, g_s)
     k = jax.random.fold_in(key, 2)
-    losses = [jax.value_and_grad(env.buffer_loss, argnums=1)(c, params, k, buffers)
-              for c in (ctx_s, ctx_g)]  # fmt: skip
+    losses = [jax.value_and_grad(env.buffer_loss, argnums=1)(c, params, d, k, buffers)
+              for c, d in ((ctx_s, data_s), (ctx_g, data_g))]  # fmt: skip
     np.testing.assert_allclose(losses[1][0], losses[0][0], rtol=1e-5)
     assert losses[0][0] > 0
     chex.assert_trees_all_close(losses[1][1], losses[0][1], rtol=1e-4, atol=1e-6)

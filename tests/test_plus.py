@@ -48,10 +48,10 @@ def _tiny_plus_config(**overrides):
 
 
 def _run(cfg, ds, g):
-    ctx = plus.make_context(cfg, ds, g)
-    state = plus.init(ctx, jax.random.key(3))
-    chunk = jax.jit(functools.partial(plus.train_chunk, ctx), static_argnums=1)
-    state, metrics = chunk(state, cfg.epochs)
+    ctx, data = plus.make_context(cfg, ds, g), plus.plus_data(cfg, ds, g)
+    state = plus.init(ctx, data, jax.random.key(3))
+    chunk = jax.jit(functools.partial(plus.train_chunk, ctx), static_argnums=2)
+    state, metrics = chunk(data, state, cfg.epochs)
     return state, metrics
 
 
@@ -63,8 +63,8 @@ def test_selection_and_test_labels_change_nothing_before_the_final_evaluation(sm
     accuracy bit-identical (only the snapshot choice may read the selection half)."""
     cfg = _tiny_plus_config(plus_train_depths=mode, plus_warmup_fraction=0.25)
     g = graph.from_dataset(small_dataset)
-    ctx = plus.make_context(cfg, small_dataset, g)
-    select = np.asarray(plus.init(ctx, jax.random.key(3)).select_nodes)
+    ctx, data = plus.make_context(cfg, small_dataset, g), plus.plus_data(cfg, small_dataset, g)
+    select = np.asarray(plus.init(ctx, data, jax.random.key(3)).select_nodes)
     hidden = np.concatenate([select, np.asarray(small_dataset.test_index)])
     labels = np.asarray(small_dataset.labels).copy()
     permuted = labels.copy()
@@ -83,7 +83,8 @@ def test_selection_and_test_labels_change_nothing_before_the_final_evaluation(sm
 
 def test_the_halves_split_validation(small_dataset, small_graph):
     cfg = _tiny_plus_config()
-    state = plus.init(plus.make_context(cfg, small_dataset, small_graph), jax.random.key(0))
+    ctx = plus.make_context(cfg, small_dataset, small_graph)
+    state = plus.init(ctx, plus.plus_data(cfg, small_dataset, small_graph), jax.random.key(0))
     halves = np.concatenate([state.policy_nodes, state.select_nodes])
     np.testing.assert_array_equal(np.sort(halves), np.sort(small_dataset.val_index))
     assert len(state.policy_nodes) == len(small_dataset.val_index) // 2

@@ -18,7 +18,7 @@ import pytest
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli, fixed_depth, graph
 from policy_gnn_jax.agents import replay
-from policy_gnn_jax.mdp import action_buffers, audit, loop
+from policy_gnn_jax.mdp import action_buffers, audit, env, loop
 from policy_gnn_jax.runtime import outputs, runner
 
 # A generated graph the CLI can build quickly: 1600 nodes covers csbm's default splits.
@@ -269,13 +269,13 @@ def test_benchmarks_refuse_bad_input_with_an_error_line(experiment, capsys, scri
 def random_audit_context(small_dataset, small_graph):
     cfg = pg.Config.tiny(random_policy=True, audit=True)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    return loop.make_context(cfg, small_graph, hops)
+    return loop.make_context(cfg, small_graph), env.mdp_data(small_graph, hops)
 
 
 def test_one_mdp_step_alone(random_audit_context):
-    ctx = random_audit_context
-    state = loop.init(ctx, jax.random.key(0))
-    new, metrics = jax.jit(lambda s: loop.mdp_step(ctx, s))(state)
+    ctx, data = random_audit_context
+    state = loop.init(ctx, data, jax.random.key(0))
+    new, metrics = jax.jit(lambda d, s: loop.mdp_step(ctx, d, s))(data, state)
     assert int(new.step) == 1 and float(new.best.val_accuracy) == float(metrics["val_accuracy"])
     assert int(metrics["action_counts"].sum()) == ctx.env.num_walkers
     chex.assert_trees_all_equal_shapes(new, state)
@@ -284,24 +284,23 @@ def test_one_mdp_step_alone(random_audit_context):
 def test_the_audit_key_is_independent_of_every_other(random_audit_context):
     """Before: the audit drew its test depths with the validation key, so the random policy's
     audit depths equalled its validation depths element for element."""
-    ctx = random_audit_context
+    ctx, data = random_audit_context
     seen = {}
 
-    def spy_observe(key, params, policy):
+    def spy_observe(key, g, params, policy):
         seen["audit"] = jax.random.key_data(key)
         return {}
 
-    spy = audit.Observer(observe=spy_observe, summarise=lambda m: {}, evaluate=lambda p, d: {})
+    spy = audit.Observer(observe=spy_observe, summarise=lambda m: {}, evaluate=lambda g, p, d: {})
     ctx = ctx._replace(observer=spy)
-    state = loop.init(ctx, jax.random.key(3))
-    loop.mdp_step(ctx, state)  # not jitted: the spy sees a concrete key
+    state = loop.init(ctx, data, jax.random.key(3))
+    loop.mdp_step(ctx, data, state)  # not jitted: the spy sees a concrete key
     others = jax.random.key_data(jax.random.split(state.key, 5))  # key, act, val, env, learn
     assert not np.any(np.all(np.asarray(others) == np.asarray(seen["audit"]), axis=1))
     # And so the random policy's audit depths differ from its validation depths.
-    val = ctx.agent.depths(jax.random.wrap_key_data(others[2]), (), ctx.graph.val_index)
-    audit_depths = ctx.agent.depths(
-        jax.random.wrap_key_data(seen["audit"]), (), ctx.graph.val_index
-    )
+    g = data.graph
+    val = ctx.agent.depths(jax.random.wrap_key_data(others[2]), (), g, g.val_index)
+    audit_depths = ctx.agent.depths(jax.random.wrap_key_data(seen["audit"]), (), g, g.val_index)
     assert not np.array_equal(val, audit_depths)
 
 

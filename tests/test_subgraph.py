@@ -13,13 +13,13 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import backbones, graph
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.graph import subgraph
-from policy_gnn_jax.mdp import action_buffers, env
+from policy_gnn_jax.mdp import action_buffers, env, subgraph_engine
 
 
-def _filled_buffers(ctx, state, seed=0, rounds=4):
+def _filled_buffers(ctx, state, g, seed=0, rounds=4):
     """Buffers with random training nodes at random depths: every buffer full."""
     rng = np.random.default_rng(seed)
-    buffers, train = state.buffers, np.asarray(ctx.graph.train_index)
+    buffers, train = state.buffers, np.asarray(g.train_index)
     for _ in range(rounds):
         nodes = jnp.asarray(rng.choice(train, len(train)))
         actions = jnp.asarray(rng.integers(0, ctx.config.num_actions, len(train)))
@@ -38,22 +38,21 @@ def test_unsampled_subgraph_loss_and_gradients_equal_the_full_engine_on_cora(cor
         subgraph_edges=cora.num_edges + cora.num_nodes,
     )
     g = graph.from_dataset(cora)
-    ctx = env.make_context(
-        cfg, g, graph.train_hop_distances(cora, cfg.max_depth), backbones.for_policy(cfg, g)
-    )
-    full_ctx = ctx._replace(sampler=None)
+    ctx = subgraph_engine.make_context(cfg, g, backbones.for_policy(cfg, g))
+    data = env.mdp_data(g, graph.train_hop_distances(cora, cfg.max_depth))
+    full_ctx = env.make_context(cfg, g, ctx.backbone)
     key = jax.random.key(3)
-    state = env.init(ctx, key)
-    buffers = _filled_buffers(ctx, state)
+    state = env.init(ctx, data, key)
+    buffers = _filled_buffers(ctx, state, g)
     assert bool(action_buffers.full(buffers, cfg.buffer_size).all())
 
     loss_full, grads_full = jax.value_and_grad(env.buffer_loss, argnums=1)(
-        full_ctx, state.params, key, buffers
+        full_ctx, state.params, data, key, buffers
     )
-    sub = env.buffer_subgraph(ctx, key, buffers)
+    sub = subgraph_engine.buffer_subgraph(ctx, key, buffers)
     assert 0 < int(sub.num_nodes) < cora.num_nodes  # a real subgraph, not the whole graph
-    loss_sub, grads_sub = jax.value_and_grad(env.subgraph_buffer_loss, argnums=1)(
-        ctx, state.params, key, buffers, sub
+    loss_sub, grads_sub = jax.value_and_grad(subgraph_engine.subgraph_buffer_loss, argnums=1)(
+        ctx, state.params, data, key, buffers, sub
     )
     # Same edges in the same order per node: the forward pass is bit-identical.
     assert float(loss_sub) == float(loss_full)
@@ -63,10 +62,10 @@ def test_unsampled_subgraph_loss_and_gradients_equal_the_full_engine_on_cora(cor
     # M_t on the validation neighbourhood equals M_t on the whole graph, at every depth.
     for depth in range(cfg.min_depth, cfg.max_depth + 1):
         depths = jnp.full(g.val_index.shape, depth)
-        on_sub = env.validation_logits(ctx, state.params, state.val_graph)
-        on_full = env.validation_logits(full_ctx, state.params)
-        assert float(env.validation_accuracy(ctx, on_sub, depths)) == float(
-            env.validation_accuracy(full_ctx, on_full, depths)
+        on_sub = ctx.engine.validation_logits(ctx, data, state.params, state.val_graph)
+        on_full = full_ctx.engine.validation_logits(full_ctx, data, state.params, None)
+        assert float(env.validation_accuracy(ctx, data, on_sub, depths)) == float(
+            env.validation_accuracy(full_ctx, data, on_full, depths)
         )
 
 
@@ -195,13 +194,13 @@ def test_gcn_layers_take_a_jraph_graphs_tuple_padded_or_not(small_dataset, backb
     cfg = config_lib.Config.tiny(backbone=backbone, min_depth=1 if backbone != "decoupled" else 0)
     g = graph.from_dataset(small_dataset)
     bb = backbones.for_policy(cfg, g)
-    params = bb.init(jax.random.key(0))
-    want = np.asarray(bb.logits(params, None))  # [D, N, C] on the device graph
+    params = bb.init(jax.random.key(0), g)
+    want = np.asarray(bb.logits(params, g, None))  # [D, N, C] on the device graph
     tuple_graph = small_dataset.to_jraph()
-    got = np.asarray(bb.on_graph(params, None, tuple_graph))
+    got = np.asarray(bb.logits(params, tuple_graph, None))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     # Padded by jraph: the real nodes' logits are unchanged, whatever the padding holds.
     n = small_dataset.num_nodes
     padded = jraph.pad_with_graphs(tuple_graph, n_node=n + 7, n_edge=small_dataset.num_edges + 9)
-    got = np.asarray(jax.jit(bb.on_graph)(params, None, padded))[:, :n]
+    got = np.asarray(jax.jit(bb.logits)(params, padded, None))[:, :n]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

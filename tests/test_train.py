@@ -47,13 +47,14 @@ def test_same_seed_is_bit_identical_and_seeds_differ(policy_setup):
 def test_scan_body_compiles_once(policy_setup):
     _, _, trainer = policy_setup
 
-    def one_chunk(state):
-        return trainer.train_chunk(state, trainer.per_call)
+    def one_chunk(data, state):
+        return trainer.train_chunk(data, state, trainer.per_call)
 
     chunk = jax.jit(chex.assert_max_traces(one_chunk, n=1))
-    state = trainer.init(jax.random.key(0))
-    state, _ = chunk(state)
-    state, _ = chunk(state)  # a retrace here (e.g. a weak-typed leaf) fails the assertion
+    state = trainer.init(trainer.data, jax.random.key(0))
+    state, _ = chunk(trainer.data, state)
+    # A retrace here (e.g. a weak-typed leaf) fails the assertion.
+    state, _ = chunk(trainer.data, state)
     chex.clear_trace_counter()
 
 
@@ -116,12 +117,12 @@ def test_baseline_learns_deterministically(small_graph):
     assert m1["loss"][:, -1].mean() < m1["loss"][:, 0].mean()
     assert np.all(r1["test_accuracy"] > 0.6)
 
-    def one_chunk(state):
-        return b.train_chunk(state, 20)
+    def one_chunk(data, state):
+        return b.train_chunk(data, state, 20)
 
     chunk = jax.jit(chex.assert_max_traces(one_chunk, n=1))
-    state, _ = chunk(b.init(keys[0]))
-    chunk(state)
+    state, _ = chunk(b.data, b.init(b.data, keys[0]))
+    chunk(b.data, state)
     chex.clear_trace_counter()
 
 

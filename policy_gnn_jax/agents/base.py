@@ -19,31 +19,28 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from policy_gnn_jax.agents import replay
-
 AgentState = Any  # a pytree
 Policy = Any  # a pytree
 
 
 class Agent(NamedTuple):
-    """A meta-policy as pure functions. W walkers, M nodes, A actions.
+    """A meta-policy as pure functions. W walkers, M nodes, A actions; `g` is the graph (a
+    node's state is read from it: for the DQN, its feature row), passed, never closed over.
 
     Attributes:
-      init: key -> (agent state, initial policy).
-      act: (key, state, nodes [W], step []) -> (state, policy, actions [W]): the exploring
+      init: (key, g) -> (agent state, initial policy).
+      act: (key, state, g, nodes [W], step []) -> (state, policy, actions [W]): the exploring
         choice for the walkers, and the policy that the greedy choices of this step follow.
-      depths: (key, policy, nodes [M]) -> depths [M]: the policy's evaluation choice.
-      learn: (key, state, policy, transition of [W] node ids, step []) -> (state, metrics): the
-        metrics are scalars: `td_loss`, `dqn_updates`, `epsilon`, `agent_finite`.
+      depths: (key, policy, g, nodes [M]) -> depths [M]: the policy's evaluation choice.
+      learn: (key, state, policy, g, transition of [W] node ids, step []) -> (state, metrics):
+        the metrics are scalars: `td_loss`, `dqn_updates`, `epsilon`, `agent_finite`.
       num_actions: A.
     """
 
-    init: Callable[[jax.Array], tuple[AgentState, Policy]]
-    act: Callable[[jax.Array, AgentState, jax.Array, jax.Array], tuple[AgentState, Policy, Any]]
-    depths: Callable[[jax.Array, Policy, jax.Array], jax.Array]
-    learn: Callable[
-        [jax.Array, AgentState, Policy, replay.Transition, jax.Array], tuple[AgentState, dict]
-    ]
+    init: Callable[[jax.Array, Any], tuple[AgentState, Policy]]
+    act: Callable[..., tuple[AgentState, Policy, jax.Array]]
+    depths: Callable[[jax.Array, Policy, Any, jax.Array], jax.Array]
+    learn: Callable[..., tuple[AgentState, dict]]
     num_actions: int
 
 
@@ -57,26 +54,26 @@ def idle_metrics(epsilon: float) -> dict:
     }
 
 
-def _random_init(key):
-    del key
+def _random_init(key, g):
+    del key, g
     return (), ()
 
 
-def _random_act(num_actions: int, key, state, nodes, step):
-    del step
+def _random_act(num_actions: int, key, state, g, nodes, step):
+    del g, step
     # The same draws as dqn.epsilon_greedy with epsilon 1 (explore, then a uniform action), so
     # the random policy reproduces the runs made when it was the DQN loop with epsilon 1.
     _, k_random = jax.random.split(key)
     return state, (), jax.random.randint(k_random, nodes.shape, 0, num_actions)
 
 
-def _random_depths(min_depth: int, max_depth: int, key, policy, nodes):
-    del policy
+def _random_depths(min_depth: int, max_depth: int, key, policy, g, nodes):
+    del policy, g
     return jax.random.randint(key, nodes.shape, min_depth, max_depth + 1)
 
 
-def _idle_learn(key, state, policy, transition, step):
-    del key, policy, transition, step
+def _idle_learn(key, state, policy, g, transition, step):
+    del key, policy, g, transition, step
     return state, idle_metrics(1.0)
 
 

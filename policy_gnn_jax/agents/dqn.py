@@ -137,30 +137,28 @@ class DQNPolicy:
 
 
 class DQNContext(NamedTuple):
-    """Static: the Q-network, the graph whose feature rows are the states, the config, and
-    which formulation each part uses (chosen by cost in `dqn_agent`; only rounding differs)."""
+    """Static: the Q-network, the config, and which formulation each part uses (chosen by cost
+    in `dqn_agent`; only rounding differs). The states are the feature rows of the graph `g`
+    every function takes."""
 
     model: qnet.QNetwork
-    graph: graph_lib.Graph
     config: config_lib.Config
     sparse_states: bool  # the Q-network's first layer from each row's non-zeros
     sparse_statistics: bool  # the normaliser's statistics from the features' non-zeros
 
 
-def q_values(ctx: DQNContext, policy: DQNPolicy, nodes: jax.Array) -> jax.Array:
+def q_values(ctx: DQNContext, policy: DQNPolicy, g, nodes: jax.Array) -> jax.Array:
     """Q(s, .) [M, A] of the nodes [M] (their normalised feature rows)."""
-    return _q_of(ctx, policy.q_params, policy.mean, policy.std, nodes)
+    return _q_of(ctx, g, policy.q_params, policy.mean, policy.std, nodes)
 
 
-def _q_of(ctx: DQNContext, params, mean, std, nodes) -> jax.Array:
-    g = ctx.graph
+def _q_of(ctx: DQNContext, g, params, mean, std, nodes) -> jax.Array:
     if ctx.sparse_states:
         return qnet.apply_sparse(params, g.feat_ell_idx[nodes], g.feat_ell_val[nodes], mean, std)
     return ctx.model.apply(params, normaliser.normalise(g.features[nodes], mean, std))
 
 
-def window_statistics(ctx: DQNContext, norm: normaliser.NormaliserState):
-    g = ctx.graph
+def window_statistics(ctx: DQNContext, g, norm: normaliser.NormaliserState):
     if ctx.sparse_statistics:
         return normaliser.statistics_sparse(
             norm, g.feat_rows, g.feat_cols, g.feat_vals, g.num_features
@@ -168,8 +166,8 @@ def window_statistics(ctx: DQNContext, norm: normaliser.NormaliserState):
     return normaliser.statistics(norm, g.features)
 
 
-def agent_init(ctx: DQNContext, key: jax.Array) -> tuple[DQNAgentState, DQNPolicy]:
-    num_features = ctx.graph.num_features
+def agent_init(ctx: DQNContext, key: jax.Array, g) -> tuple[DQNAgentState, DQNPolicy]:
+    num_features = g.num_features
     params = ctx.model.init(key, jnp.zeros((1, num_features)))
     state = DQNState.create(
         apply_fn=ctx.model.apply,
@@ -183,34 +181,35 @@ def agent_init(ctx: DQNContext, key: jax.Array) -> tuple[DQNAgentState, DQNPolic
     agent_state = DQNAgentState(
         dqn=state,
         replay=replay.init(ctx.config.replay_capacity),
-        normaliser=normaliser.init(ctx.config.normaliser_window, ctx.graph.num_nodes),
+        normaliser=normaliser.init(ctx.config.normaliser_window, g.num_nodes),
     )
     policy = DQNPolicy(params, jnp.zeros(num_features), jnp.ones(num_features))
     return agent_state, policy
 
 
-def agent_act(ctx: DQNContext, key, state: DQNAgentState, nodes, step):
+def agent_act(ctx: DQNContext, key, state: DQNAgentState, g, nodes, step):
     """Records the walkers' states in the normaliser, then acts epsilon-greedily on Q."""
     norm = normaliser.update(state.normaliser, nodes)
-    mean, std = window_statistics(ctx, norm)
+    mean, std = window_statistics(ctx, g, norm)
     policy = DQNPolicy(state.dqn.params, mean, std)
-    actions = epsilon_greedy(key, q_values(ctx, policy, nodes), epsilon_schedule(ctx.config)(step))
+    epsilon = epsilon_schedule(ctx.config)(step)
+    actions = epsilon_greedy(key, q_values(ctx, policy, g, nodes), epsilon)
     return state.replace(normaliser=norm), policy, actions
 
 
-def agent_depths(ctx: DQNContext, key, policy: DQNPolicy, nodes):
+def agent_depths(ctx: DQNContext, key, policy: DQNPolicy, g, nodes):
     del key  # greedy
-    return jnp.argmax(q_values(ctx, policy, nodes), axis=-1) + ctx.config.min_depth
+    return jnp.argmax(q_values(ctx, policy, g, nodes), axis=-1) + ctx.config.min_depth
 
 
-def _one_update(ctx: DQNContext, memory, policy: DQNPolicy, state: DQNState, k_sample):
+def _one_update(ctx: DQNContext, g, memory, policy: DQNPolicy, state: DQNState, k_sample):
     cfg = ctx.config
     batch = replay.sample(k_sample, memory, cfg.batch_size)
     mean, std = policy.mean, policy.std
     new, loss = update_with(
         state,
-        lambda params: _q_of(ctx, params, mean, std, batch.node_tm1),
-        lambda params: _q_of(ctx, params, mean, std, batch.node_t),
+        lambda params: _q_of(ctx, g, params, mean, std, batch.node_tm1),
+        lambda params: _q_of(ctx, g, params, mean, std, batch.node_t),
         batch.a_tm1,
         batch.r_t,
         cfg.gamma,
@@ -221,13 +220,14 @@ def _one_update(ctx: DQNContext, memory, policy: DQNPolicy, state: DQNState, k_s
     return state, (jnp.where(ready, loss, 0.0), ready)
 
 
-def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, transition, step):
+def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, g, transition,
+                step):  # fmt: skip
     """Stores the transitions, then `dqn_updates_per_step` Double-DQN updates (once the memory
     holds a batch), with states normalised by the statistics the step acted with."""
     memory = replay.add(state.replay, transition)
     keys = jax.random.split(key, ctx.config.dqn_updates_per_step)
     dqn_state, (losses, done) = jax.lax.scan(
-        functools.partial(_one_update, ctx, memory, policy), state.dqn, keys
+        functools.partial(_one_update, ctx, g, memory, policy), state.dqn, keys
     )
     metrics = {
         # Mean over the updates that happened; 0 when none did (NaN stays NaN: divergence).
@@ -281,7 +281,7 @@ def dqn_agent(
             f"at least {walkers} (--set replay_capacity={walkers}), or lower Config.num_walkers."
         )
     model = qnet.QNetwork(config.q_hidden, config.num_actions)
-    ctx = DQNContext(model, g, config, bool(sparse_states), bool(sparse_statistics))
+    ctx = DQNContext(model, config, bool(sparse_states), bool(sparse_statistics))
     return agent_lib.Agent(
         init=functools.partial(agent_init, ctx),
         act=functools.partial(agent_act, ctx),

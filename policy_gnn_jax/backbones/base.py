@@ -23,30 +23,29 @@ Params = Any  # a pytree of arrays
 
 
 class Backbone(NamedTuple):
-    """A GNN as pure functions. N nodes, C classes, K = max_depth.
+    """A GNN as pure functions of its parameters and the graph. N nodes, C classes, K = max_depth.
+
+    The graph is an argument, never closed over: the same backbone runs on a whole graph, a
+    padded subgraph (`subgraph.view`) or a `jraph.GraphsTuple`, and a sweep maps it over splits.
 
     Attributes:
-      init: key -> params.
-      logits: (params, dropout_key or None) -> [D, N, C] logits of every depth min_depth..K
-        (D = K - min_depth + 1; row i is depth min_depth + i); a None key means evaluation mode
-        (no dropout). `depth_logits` picks a node's row.
-      loss: (params, dropout_key, nodes [...], depths [...]) -> [...] cross-entropy of each node
-        at its own depth, in training mode. The labels are the graph's.
+      init: (key, graph) -> params.
+      logits: (params, graph, dropout_key or None) -> [D, N, C] logits of every depth
+        min_depth..K (D = K - min_depth + 1; row i is depth min_depth + i); a None key means
+        evaluation mode (no dropout). `depth_logits` picks a node's row.
+      loss: (params, graph, dropout_key, nodes [...], depths [...]) -> [...] cross-entropy of
+        each node at its own depth against the graph's labels, in training mode.
       optimizer: the optax transformation the loop trains the params with.
       max_depth: K.
       min_depth: the lowest depth it computes (1 by default; 0 where depth 0 exists).
-      on_graph: (params, dropout_key or None, graph) -> [D, n, C], `logits` on another graph
-        (a padded subgraph, `subgraph.view`); None where the backbone only runs on its own
-        graph (then the subgraph engine refuses it).
     """
 
-    init: Callable[[jax.Array], Params]
-    logits: Callable[[Params, jax.Array | None], jax.Array]
-    loss: Callable[[Params, jax.Array, jax.Array, jax.Array], jax.Array]
+    init: Callable[[jax.Array, graph_lib.Graph], Params]
+    logits: Callable[[Params, graph_lib.Graph, jax.Array | None], jax.Array]
+    loss: Callable[[Params, graph_lib.Graph, jax.Array, jax.Array, jax.Array], jax.Array]
     optimizer: optax.GradientTransformation
     max_depth: int
     min_depth: int = 1
-    on_graph: Callable[[Params, jax.Array | None, graph_lib.Graph], jax.Array] | None = None
 
 
 def depth_logits(backbone: Backbone, logits_all: jax.Array, depths: jax.Array) -> jax.Array:
@@ -54,47 +53,37 @@ def depth_logits(backbone: Backbone, logits_all: jax.Array, depths: jax.Array) -
     return select_depth(logits_all, depths, backbone.min_depth)
 
 
-def flax_init(model, g: graph_lib.Graph, key: jax.Array) -> Params:
+def flax_init(model, key: jax.Array, g) -> Params:
     return model.init(key, g, train=False)
 
 
-def flax_logits(model, g: graph_lib.Graph, params, key) -> jax.Array:
+def flax_logits(model, params, g, key) -> jax.Array:
     """A Flax module's `(g, train=...)` call: evaluation mode when `key` is None."""
     if key is None:
         return model.apply(params, g, train=False)
     return model.apply(params, g, train=True, rngs={"dropout": key})
 
 
-def flax_on_graph(model, params, key, g: graph_lib.Graph) -> jax.Array:
-    return flax_logits(model, g, params, key)
-
-
-def flax_loss(model, g: graph_lib.Graph, min_depth: int, params, key, nodes, depths) -> jax.Array:
-    logits = flax_logits(model, g, params, key)[depths - min_depth, nodes]  # [..., C]
+def flax_loss(model, min_depth: int, params, g, key, nodes, depths) -> jax.Array:
+    logits = flax_logits(model, params, g, key)[depths - min_depth, nodes]  # [..., C]
     return cross_entropy(logits, g.labels[nodes])
 
 
-def flax_backbone(model, g, optimizer, min_depth: int, max_depth: int) -> Backbone:
+def flax_backbone(model, optimizer, min_depth: int, max_depth: int) -> Backbone:
     """A Backbone over a Flax module whose `(g, train=...)` returns [D, N, C] logits."""
     return Backbone(
-        init=functools.partial(flax_init, model, g),
-        logits=functools.partial(flax_logits, model, g),
-        loss=functools.partial(flax_loss, model, g, min_depth),
+        init=functools.partial(flax_init, model),
+        logits=functools.partial(flax_logits, model),
+        loss=functools.partial(flax_loss, model, min_depth),
         optimizer=optimizer,
         max_depth=max_depth,
         min_depth=min_depth,
-        on_graph=functools.partial(flax_on_graph, model),
     )
 
 
-def predict_logits(backbone: Backbone, params, nodes: jax.Array, depths: jax.Array) -> jax.Array:
-    """Logits [M, C] of `nodes` [M] at their `depths` [M] (evaluation mode)."""
-    return depth_logits(backbone, backbone.logits(params, None)[:, nodes], depths)
-
-
-def predict_classes(backbone: Backbone, params, nodes: jax.Array, depths: jax.Array) -> jax.Array:
-    """Class predictions [M] of `nodes` [M] at their `depths` [M] (evaluation mode)."""
-    return jnp.argmax(predict_logits(backbone, params, nodes, depths), -1)
+def predict_logits(backbone: Backbone, params, g, nodes: jax.Array, depths: jax.Array):
+    """Logits [M, C] of `nodes` [M] of `g` at their `depths` [M] (evaluation mode)."""
+    return depth_logits(backbone, backbone.logits(params, g, None)[:, nodes], depths)
 
 
 def select_depth(logits_all: jax.Array, depth: jax.Array, min_depth: int = 1) -> jax.Array:

@@ -111,4 +111,4 @@ def decoupled_backbone(
         layer_norm=config.layer_norm,
     )
     optimizer = backbone_lib.make_optimizer(config.gcn_lr, config.weight_decay)
-    return backbone_lib.flax_backbone(model, g, optimizer, min_depth, max_depth)
+    return backbone_lib.flax_backbone(model, optimizer, min_depth, max_depth)

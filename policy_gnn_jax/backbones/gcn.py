@@ -105,4 +105,4 @@ def gcn_backbone(
     max_depth = max_depth or config.max_depth
     model = make_gcn(config, g, max_depth=max_depth, min_depth=min_depth)
     optimizer = base.make_optimizer(config.gcn_lr, config.weight_decay)
-    return base.flax_backbone(model, g, optimizer, min_depth, max_depth)
+    return base.flax_backbone(model, optimizer, min_depth, max_depth)

@@ -67,4 +67,4 @@ def gcn_readout_backbone(config, g: graph_lib.Graph, max_depth: int | None = Non
     """The legacy readout GCN a config describes: depths 1..max_depth."""
     model = make_readout_gcn(config, g, max_depth=max_depth or config.max_depth)
     optimizer = base.make_optimizer(config.gcn_lr, config.weight_decay)
-    return base.flax_backbone(model, g, optimizer, 1, model.max_depth)
+    return base.flax_backbone(model, optimizer, 1, model.max_depth)

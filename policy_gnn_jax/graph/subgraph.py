@@ -287,18 +287,19 @@ def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask, per_target=Fals
     return Padded(**dict(zip(present, out)))
 
 
-def node_logits(sampler: Sampler, on_graph, g, key, nodes, radius: int):
-    """[K, M, C]: `on_graph(view)` at each of the nodes [M], each on its own `radius`-hop
-    neighbourhood (sampled where over the budgets), one node after another: device memory is
-    that of one subgraph however many nodes. A node's sample is drawn from `key` and its own id
-    alone, so its logits do not depend on which other nodes are asked with it, or in what order.
+def node_logits(sampler: Sampler, logits, g, key, nodes, radius: int):
+    """[K, M, C]: `logits(view, None)` (a backbone's, evaluation mode) at each of the nodes
+    [M], each on its own `radius`-hop neighbourhood (sampled where over the budgets), one node
+    after another: device memory is that of one subgraph however many nodes. A node's sample is
+    drawn from `key` and its own id alone, so its logits do not depend on which other nodes are
+    asked with it, or in what order.
     """
     radii = jnp.full((1,), radius, jnp.int32)
     mask = jnp.ones((1,), bool)
 
     def one_node(node):
         sub = sample(sampler, key, node[None], radii, mask, per_target=True)
-        return on_graph(view(g, sub))[:, sub.positions[0]]
+        return logits(view(g, sub), None)[:, sub.positions[0]]
 
     return jnp.moveaxis(jax.lax.map(one_node, nodes), 0, 1)  # [M, K, C] -> [K, M, C]
 

@@ -21,9 +21,9 @@ from policy_gnn_jax.runtime import records
 
 
 class Observer(NamedTuple):
-    """An observer of the step. observe: (key, backbone params, policy) -> per-step metrics;
-    summarise: per-step metrics of an episode [T, ...] -> per-episode values;
-    evaluate: (the snapshot's logits of every depth [K, N, C], test depths) -> final results."""
+    """An observer of the step. observe: (key, graph, backbone params, policy) -> per-step
+    metrics; summarise: per-step metrics of an episode [T, ...] -> per-episode values;
+    evaluate: (graph, the snapshot's backbone params, test depths) -> final results."""
 
     observe: Callable
     summarise: Callable
@@ -31,7 +31,6 @@ class Observer(NamedTuple):
 
 
 class AuditContext(NamedTuple):
-    graph: object
     backbone: object
     agent: object
     min_depth: int
@@ -47,20 +46,19 @@ def macro_accuracy_over_depths(correct, depths, min_depth: int, max_depth: int) 
     return jnp.sum(jnp.where(size > 0, group_acc, 0.0)) / jnp.maximum((size > 0).sum(), 1)
 
 
-def _macro_accuracy(ctx: AuditContext, logits_all, depths) -> jax.Array:
-    g = ctx.graph
+def _macro_accuracy(ctx: AuditContext, g, logits_all, depths) -> jax.Array:
     test_logits = backbone_lib.depth_logits(ctx.backbone, logits_all[:, g.test_index], depths)
     correct = jnp.argmax(test_logits, -1) == g.labels[g.test_index]
     return macro_accuracy_over_depths(correct, depths, ctx.min_depth, ctx.max_depth)
 
 
-def observe(ctx: AuditContext, key: jax.Array, params, policy) -> dict:
+def observe(ctx: AuditContext, key: jax.Array, g, params, policy) -> dict:
     """The macro test accuracy at this step, and the size of each depth group (small groups are
     what make the macro metric noisy)."""
-    depths = ctx.agent.depths(key, policy, ctx.graph.test_index)
-    logits_all = ctx.backbone.logits(params, None)
+    depths = ctx.agent.depths(key, policy, g, g.test_index)
+    logits_all = ctx.backbone.logits(params, g, None)
     return {
-        "audit_macro_test_accuracy": _macro_accuracy(ctx, logits_all, depths),
+        "audit_macro_test_accuracy": _macro_accuracy(ctx, g, logits_all, depths),
         "audit_group_sizes": jnp.bincount(depths - ctx.min_depth, length=ctx.agent.num_actions),
     }
 
@@ -76,13 +74,14 @@ def summarise(metrics: dict) -> dict:
     }
 
 
-def evaluate(ctx: AuditContext, logits_all, depths) -> dict:
-    """The macro accuracy of the validation-selected snapshot (from evaluate's forward pass)."""
-    return {"audit_macro_test_accuracy": _macro_accuracy(ctx, logits_all, depths)}
+def evaluate(ctx: AuditContext, g, params, depths) -> dict:
+    """The macro accuracy of the validation-selected snapshot."""
+    logits_all = ctx.backbone.logits(params, g, None)
+    return {"audit_macro_test_accuracy": _macro_accuracy(ctx, g, logits_all, depths)}
 
 
-def make_audit(config, g, backbone, agent) -> Observer:
-    ctx = AuditContext(g, backbone, agent, config.min_depth, config.max_depth)
+def make_audit(config, backbone, agent) -> Observer:
+    ctx = AuditContext(backbone, agent, config.min_depth, config.max_depth)
     return Observer(
         observe=functools.partial(observe, ctx),
         summarise=summarise,

@@ -1,15 +1,17 @@
 """The MDP (docs/algorithm.md section 3). The environment is the backbone GNN being trained.
 
-`step(ctx, key, state, actions, val_depths)` adds the walkers' (node, depth) pairs to the action
-buffers, trains the backbone on every full buffer, measures M_t (validation accuracy with the
-greedy depths `val_depths`), pays the shared reward and moves the walkers. Every function is pure
-and top level over a static `EnvContext`; the backbone is only reached through its interface.
+`step(ctx, data, key, state, actions, val_depths)` adds the walkers' (node, depth) pairs to the
+action buffers, trains the backbone on every full buffer, measures M_t (validation accuracy with
+the greedy depths `val_depths`), pays the shared reward and moves the walkers. Every function is
+pure and top level over a static `EnvContext`; the graph comes in as data (`MDPData`), and the
+backbone and the engine are reached only through their interfaces.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,9 +23,26 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax import metrics
 from policy_gnn_jax.backbones import base as backbone_lib
-from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import action_buffers
 from policy_gnn_jax.treeutil import all_finite
+
+
+@struct.dataclass
+class MDPData:
+    """What the MDP reads of the graph, an argument of every function (never closed over): the
+    compiled loop takes it like any input, and a sweep maps over the splits' stacked copies."""
+
+    graph: graph_lib.Graph
+    train_pos: jax.Array  # [N] node -> row of `hops` (-1: not a training node)
+    hops: jax.Array  # [T, T] hop distances between training nodes
+
+
+def mdp_data(g: graph_lib.Graph, train_hops: np.ndarray) -> MDPData:
+    """Args: train_hops: [T, T] hop distances between training nodes
+    (`graph.train_hop_distances`), used by the `labelled` transition."""
+    num_train = g.train_index.shape[0]
+    train_pos = jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train))
+    return MDPData(g, train_pos, jnp.asarray(train_hops))
 
 
 @struct.dataclass
@@ -34,8 +53,9 @@ class EnvState:
     buffers: action_buffers.BufferState
     history: jax.Array  # [b] last validation accuracies, ring
     history_count: jax.Array
-    # The subgraph engine's validation neighbourhood (drawn once per seed); None: full engine.
-    val_graph: subgraph.Padded | None = None
+    # The engine's own state: the subgraph engine's validation neighbourhood (drawn once per
+    # seed); None on the full engine.
+    val_graph: Any = None
     # [K, V, C] the backbone's validation logits at every depth for the current `params`
     # (evaluation: no dropout); recomputed only when the backbone trains.
     val_logits: jax.Array | None = None
@@ -49,103 +69,81 @@ class StepOutput(NamedTuple):
     backbone_finite: jax.Array  # [] bool: every backbone parameter is finite
 
 
+class Engine(NamedTuple):
+    """How the backbone meets the graph, chosen once per run (`loop.make_context`): the full
+    engine (`FULL_ENGINE`, below) runs it on the whole graph; the subgraph and host engines
+    (`mdp/subgraph_engine.py`) on sampled neighbourhoods. The step never asks which it has.
+
+    Attributes:
+      init: (ctx, data, key) -> the engine's state, kept as `EnvState.val_graph` (or None).
+      loss_and_grads: (ctx, data, key, params, buffers) -> (loss, grads) of `buffer_loss`.
+      validation_logits: (ctx, data, params, val_graph) -> [K, V, C], evaluation mode.
+      test_logits: (ctx, data, params, key) -> [K, T_test, C], evaluation mode.
+    """
+
+    init: Callable
+    loss_and_grads: Callable
+    validation_logits: Callable
+    test_logits: Callable
+
+
 class EnvContext(NamedTuple):
-    """Everything static the MDP needs: the graph, the backbone, the config and lookups."""
+    """Everything static the MDP needs: the config, the backbone and the engine."""
 
     config: config_lib.Config
-    graph: graph_lib.Graph
     backbone: backbone_lib.Backbone
+    engine: Engine
     num_walkers: int
-    is_train: jax.Array  # [N] bool
-    train_pos: jax.Array  # [N] node -> row of `hops` (-1 if not a training node)
-    hops: jax.Array  # [T, T] hop distances between training nodes
-    sampler: subgraph.Sampler | None  # the subgraph engine's; None: the full engine
+    sampler: Any = None  # the subgraph and host engines' `subgraph.Sampler`
 
 
 def make_context(
     config: config_lib.Config,
     g: graph_lib.Graph,
-    train_hops: np.ndarray,
     backbone: backbone_lib.Backbone,
+    engine: Engine | None = None,
+    sampler: Any = None,
 ) -> EnvContext:
-    """Args: train_hops: [T, T] hop distances between training nodes
-    (`graph.train_hop_distances`), used by the `labelled` transition."""
+    """The MDP for `g`'s shapes, on the full engine unless another is given."""
     if backbone.max_depth < config.max_depth or backbone.min_depth > config.min_depth:
         raise config_lib.ConfigError(
             f"the backbone computes depths {backbone.min_depth}..{backbone.max_depth} but the "
             f"policy may pick {config.min_depth}..{config.max_depth}: build it with "
             f"min_depth <= config.min_depth and max_depth >= config.max_depth."
         )
-    num_train = g.train_index.shape[0]
-    sampler = None
-    if subgraph.use_subgraphs(config, g):
-        if backbone.on_graph is None:
-            raise config_lib.ConfigError(
-                "this backbone runs only on its own graph (no `on_graph`): use --engine full."
-            )
-        # Buffers hold training nodes only; the validation subgraph holds every validation node.
-        most = max(num_train, g.val_index.shape[0])
-        if config.subgraph_nodes < most:
-            raise config_lib.ConfigError(
-                f"subgraph_nodes {config.subgraph_nodes} cannot hold the {most} training or "
-                f"validation nodes a subgraph starts from: raise --subgraph-nodes to at least "
-                f"{most} (a few times more leaves room for their neighbourhoods)."
-            )
-        if g.host is not None and config.transition != "labelled":
-            raise config_lib.ConfigError(
-                "the host engine keeps the graph's edges on the host, where a random walk on the "
-                "device cannot reach them: use transition 'labelled' (the default)."
-            )
-        sampler = subgraph.Sampler(g.host or subgraph.host_graph(g), config)
-    return EnvContext(
-        config=config,
-        graph=g,
-        backbone=backbone,
-        num_walkers=config.num_walkers or num_train,
-        is_train=jnp.zeros(g.num_nodes, bool).at[g.train_index].set(True),
-        train_pos=jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train)),
-        hops=jnp.asarray(train_hops),
-        sampler=sampler,
-    )
+    num_walkers = config.num_walkers or g.train_index.shape[0]
+    return EnvContext(config, backbone, engine or FULL_ENGINE, num_walkers, sampler)
 
 
-def init(ctx: EnvContext, key: jax.Array) -> EnvState:
+def init(ctx: EnvContext, data: MDPData, key: jax.Array) -> EnvState:
     k_params, k_reset = jax.random.split(key)
-    params = ctx.backbone.init(k_params)
+    params = ctx.backbone.init(k_params, data.graph)
     capacity = ctx.config.buffer_size + ctx.num_walkers - 1
-    # Its own key (folded in): the full engine's streams are those of before the engine.
-    val_graph = validation_subgraph(ctx, jax.random.fold_in(key, 1)) if ctx.sampler else None
+    # The engine draws from a key of its own (folded in): the other streams are every engine's.
+    val_graph = ctx.engine.init(ctx, data, jax.random.fold_in(key, 1))
     return EnvState(
-        nodes=start_nodes(ctx, k_reset),
+        nodes=start_nodes(ctx, data, k_reset),
         params=params,
         opt_state=ctx.backbone.optimizer.init(params),
         buffers=action_buffers.init(ctx.config.num_actions, capacity),
         history=jnp.zeros(ctx.config.reward_window, jnp.float32),
         history_count=jnp.zeros((), jnp.int32),
         val_graph=val_graph,
-        val_logits=validation_logits(ctx, params, val_graph),
+        val_logits=ctx.engine.validation_logits(ctx, data, params, val_graph),
     )
 
 
-def validation_subgraph(ctx: EnvContext, key: jax.Array) -> subgraph.Padded:
-    """Every validation node's `max_depth`-hop neighbourhood (sampled if over the budgets)."""
-    val = ctx.graph.val_index
-    radii = jnp.full(val.shape, ctx.config.max_depth, jnp.int32)
-    return subgraph.sample(ctx.sampler, key, val, radii, jnp.ones(val.shape, bool))
-
-
-def start_nodes(ctx: EnvContext, key: jax.Array) -> jax.Array:
+def start_nodes(ctx: EnvContext, data: MDPData, key: jax.Array) -> jax.Array:
     """One walker per training node, or `num_walkers` uniformly drawn training nodes."""
-    g = ctx.graph
-    num_train = g.train_index.shape[0]
-    if ctx.num_walkers == num_train:
-        return g.train_index
-    return g.train_index[jax.random.randint(key, (ctx.num_walkers,), 0, num_train)]
+    train = data.graph.train_index
+    if ctx.num_walkers == train.shape[0]:
+        return train
+    return train[jax.random.randint(key, (ctx.num_walkers,), 0, train.shape[0])]
 
 
-def reset(ctx: EnvContext, key: jax.Array, state: EnvState) -> EnvState:
+def reset(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState) -> EnvState:
     """Puts the walkers back on training nodes; the backbone and buffers persist."""
-    return state.replace(nodes=start_nodes(ctx, key))
+    return state.replace(nodes=start_nodes(ctx, data, key))
 
 
 def buffer_depth_column(cfg: config_lib.Config) -> jax.Array:
@@ -153,47 +151,23 @@ def buffer_depth_column(cfg: config_lib.Config) -> jax.Array:
     return (jnp.arange(cfg.num_actions) + cfg.min_depth)[:, None]
 
 
-def buffer_loss(ctx: EnvContext, params, key: jax.Array, buffers) -> jax.Array:
+def buffer_loss(ctx: EnvContext, params, data: MDPData, key: jax.Array, buffers) -> jax.Array:
     """The sum over full buffers of each buffer's mean cross-entropy at its depth."""
-    cfg = ctx.config
+    cfg, g = ctx.config, data.graph
     mask = action_buffers.entry_mask(buffers)  # [A, cap]
     buffer_depths = buffer_depth_column(cfg)  # [A, 1]
-    if ctx.graph.deterministic:
-        total = _buffer_sums_by_counts(ctx, params, key, buffers, mask, buffer_depths)
+    if g.deterministic:
+        total = _buffer_sums_by_counts(ctx, params, g, key, buffers, mask, buffer_depths)
     else:
         depths = jnp.broadcast_to(buffer_depths, buffers.nodes.shape)
-        ce = ctx.backbone.loss(params, key, buffers.nodes, depths)  # [A, cap]
+        ce = ctx.backbone.loss(params, g, key, buffers.nodes, depths)  # [A, cap]
         total = jnp.sum(jnp.where(mask, ce, 0.0), 1)
     per_buffer = total / jnp.maximum(mask.sum(1), 1)
     # Buffers that fill in the same step share one optimiser step on the sum of their losses.
     return jnp.sum(jnp.where(action_buffers.full(buffers, cfg.buffer_size), per_buffer, 0.0))
 
 
-def subgraph_buffer_loss(ctx: EnvContext, params, key, buffers, sub: subgraph.Padded):
-    """`buffer_loss` on the padded neighbourhood `sub` of the full buffers' entries."""
-    cfg = ctx.config
-    full = action_buffers.full(buffers, cfg.buffer_size)
-    mask = action_buffers.entry_mask(buffers)  # [A, cap]
-    logits_all = ctx.backbone.on_graph(params, key, subgraph.view(ctx.graph, sub))
-    rows = buffer_depth_column(cfg) - ctx.backbone.min_depth  # [A, 1]
-    logits = logits_all[rows, sub.positions]  # [A, cap, C]
-    ce = backbone_lib.cross_entropy(logits, ctx.graph.labels[buffers.nodes])
-    # Entries of buffers that are not full are not in `sub`: masked out, as they add nothing.
-    total = jnp.sum(jnp.where(mask & full[:, None], ce, 0.0), 1)
-    per_buffer = total / jnp.maximum(mask.sum(1), 1)
-    return jnp.sum(jnp.where(full, per_buffer, 0.0))
-
-
-def buffer_subgraph(ctx: EnvContext, key: jax.Array, buffers) -> subgraph.Padded:
-    """The union of the full buffers' entries' neighbourhoods, each to its buffer's depth."""
-    cfg = ctx.config
-    full = action_buffers.full(buffers, cfg.buffer_size)
-    mask = action_buffers.entry_mask(buffers) & full[:, None]
-    depths = jnp.broadcast_to(buffer_depth_column(cfg), mask.shape)
-    return subgraph.sample(ctx.sampler, key, buffers.nodes, depths, mask)
-
-
-def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask, buffer_depths):
+def _buffer_sums_by_counts(ctx: EnvContext, params, g, key, buffers, mask, buffer_depths):
     """Each buffer's summed cross-entropy as counts x per-node losses, [A].
 
     A node can sit in a buffer more than once, so the gradient of a per-entry gather would
@@ -201,25 +175,25 @@ def _buffer_sums_by_counts(ctx: EnvContext, params, key, buffers, mask, buffer_d
     are exact in any order, and the loss of every (depth, node) pair once is a gather without
     repeats, so the sums run in a fixed order (the "gather" kernels' promise).
     """
-    num_actions, n = ctx.config.num_actions, ctx.graph.num_nodes
+    num_actions, n = ctx.config.num_actions, g.num_nodes
     rows = jnp.arange(num_actions)[:, None]
     counts = (
         jnp.zeros((num_actions, n), jnp.int32).at[rows, buffers.nodes].add(mask.astype(jnp.int32))
     )
     nodes = jnp.broadcast_to(jnp.arange(n), (num_actions, n))
-    ce = ctx.backbone.loss(params, key, nodes, jnp.broadcast_to(buffer_depths, nodes.shape))
+    ce = ctx.backbone.loss(params, g, key, nodes, jnp.broadcast_to(buffer_depths, nodes.shape))
     return jnp.sum(counts * ce, 1)
 
 
-def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
+def train_backbone(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState):
     """One optimiser step on the full buffers (if any), which are then emptied, and the
     validation logits of the new parameters.
 
     Both sit in a `lax.cond`, so a step with no full buffer (a third of Cora's steps) skips the
     backbone's forward and backward (and the subgraph engine's sampling) and keeps the
     validation logits, which depend on nothing but the parameters. Under vmap, JAX turns a cond
-    on per-seed values into a select that computes both branches, which is what the loop did
-    before; `--seed-mode map` gets the saving.
+    on per-seed values into a select that computes both branches; `--seed-mode map` keeps the
+    saving.
 
     Returns:
       (state, trained [] bool, loss [] (0 when nothing trained)).
@@ -228,7 +202,7 @@ def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
     trained = jnp.any(full)
     params, opt_state, loss, val_logits = jax.lax.cond(
         trained,
-        functools.partial(_optimiser_step, ctx, key),
+        functools.partial(_optimiser_step, ctx, data, key),
         lambda s: (s.params, s.opt_state, jnp.zeros((), jnp.float32), s.val_logits),
         state,
     )
@@ -239,46 +213,50 @@ def train_backbone(ctx: EnvContext, key: jax.Array, state: EnvState):
     return state, trained, loss
 
 
-def _optimiser_step(ctx: EnvContext, key: jax.Array, state: EnvState):
-    """(params, optimiser state, loss) after one step on the full buffers' loss."""
-    if ctx.sampler is None:
-        loss_fn = functools.partial(buffer_loss, ctx)
-        loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers)
-    else:
-        sub = buffer_subgraph(ctx, jax.random.fold_in(key, 1), state.buffers)
-        loss_fn = functools.partial(subgraph_buffer_loss, ctx)
-        loss, grads = jax.value_and_grad(loss_fn)(state.params, key, state.buffers, sub)
+def _optimiser_step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState):
+    """(params, optimiser state, loss, validation logits) after one step on the full buffers."""
+    loss, grads = ctx.engine.loss_and_grads(ctx, data, key, state.params, state.buffers)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    val_logits = validation_logits(ctx, params, state.val_graph)
+    val_logits = ctx.engine.validation_logits(ctx, data, params, state.val_graph)
     return params, opt_state, loss.astype(jnp.float32), val_logits
 
 
-def validation_logits(
-    ctx: EnvContext, params, val_graph: subgraph.Padded | None = None
-) -> jax.Array:
-    """[K, V, C]: the validation nodes' logits at every depth (evaluation, no dropout); on
-    their neighbourhood `val_graph` under the subgraph engine."""
-    g = ctx.graph
-    if val_graph is None:
-        return ctx.backbone.logits(params, None)[:, g.val_index]
-    view = subgraph.view(g, val_graph)
-    return ctx.backbone.on_graph(params, None, view)[:, val_graph.positions]
-
-
-def neighbourhood_logits(ctx: EnvContext, params, key: jax.Array, nodes: jax.Array):
-    """[K, M, C]: the nodes' logits at every depth (evaluation, no dropout), each node on its
-    own sampled `max_depth`-hop neighbourhood (`subgraph.node_logits`)."""
-    on_graph = functools.partial(ctx.backbone.on_graph, params, None)
-    return subgraph.node_logits(ctx.sampler, on_graph, ctx.graph, key, nodes, ctx.config.max_depth)
-
-
-def validation_accuracy(ctx: EnvContext, val_logits: jax.Array, val_depths: jax.Array):
+def validation_accuracy(ctx: EnvContext, data: MDPData, val_logits, val_depths) -> jax.Array:
     """M_t: the graph's metric (accuracy, or ROC AUC) on the validation nodes, each at its depth
-    in `val_depths` [V], from `validation_logits` [K, V, C]."""
+    in `val_depths` [V], from the validation logits [K, V, C]."""
     logits = backbone_lib.depth_logits(ctx.backbone, val_logits, val_depths)
-    g = ctx.graph
+    g = data.graph
     return metrics.score(logits, g.labels[g.val_index], g.metric)
+
+
+# The full engine: the backbone on the whole graph.
+
+
+def _no_engine_state(ctx, data, key):
+    del ctx, data, key
+
+
+def _full_loss_and_grads(ctx: EnvContext, data: MDPData, key, params, buffers):
+    return jax.value_and_grad(functools.partial(buffer_loss, ctx))(params, data, key, buffers)
+
+
+def _full_validation_logits(ctx: EnvContext, data: MDPData, params, val_graph):
+    del val_graph
+    return ctx.backbone.logits(params, data.graph, None)[:, data.graph.val_index]
+
+
+def full_test_logits(ctx: EnvContext, data: MDPData, params, key):
+    del key
+    return ctx.backbone.logits(params, data.graph, None)[:, data.graph.test_index]
+
+
+FULL_ENGINE = Engine(
+    init=_no_engine_state,
+    loss_and_grads=_full_loss_and_grads,
+    validation_logits=_full_validation_logits,
+    test_logits=full_test_logits,
+)
 
 
 def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):
@@ -293,23 +271,23 @@ def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):
     return reward, state.replace(history=history, history_count=count)
 
 
-def step(ctx: EnvContext, key: jax.Array, state: EnvState, actions, val_depths):
+def step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState, actions, val_depths):
     """Returns (next EnvState, StepOutput). actions: [W] indices; val_depths: [V] depths."""
     k_train, k_move = jax.random.split(key)
-    is_train = ctx.is_train[state.nodes]
+    is_train = data.train_pos[state.nodes] >= 0
     buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train)
-    state, trained, loss = train_backbone(ctx, k_train, state.replace(buffers=buffers))
-    acc = validation_accuracy(ctx, state.val_logits, val_depths)
+    state, trained, loss = train_backbone(ctx, data, k_train, state.replace(buffers=buffers))
+    acc = validation_accuracy(ctx, data, state.val_logits, val_depths)
     reward, state = shared_reward(ctx, state, acc)
-    next_nodes = move(ctx, k_move, state.nodes, actions + ctx.config.min_depth)
+    next_nodes = move(ctx, data, k_move, state.nodes, actions + ctx.config.min_depth)
     finite = all_finite(state.params)
     return state.replace(nodes=next_nodes), StepOutput(reward, acc, trained, loss, finite)
 
 
-def move(ctx: EnvContext, key: jax.Array, nodes: jax.Array, depths: jax.Array) -> jax.Array:
-    g = ctx.graph
+def move(ctx: EnvContext, data: MDPData, key: jax.Array, nodes, depths) -> jax.Array:
+    g = data.graph
     if ctx.config.transition == "labelled":
-        return labelled_transition(key, nodes, depths, g.train_index, ctx.train_pos, ctx.hops)
+        return labelled_transition(key, nodes, depths, g.train_index, data.train_pos, data.hops)
     return walk_transition(key, nodes, depths, g.nbr_indptr, g.nbr_indices, ctx.config.max_depth)
 
 

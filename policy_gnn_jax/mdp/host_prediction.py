@@ -34,7 +34,7 @@ def logits_fn(
 
     Args:
       config: the fit's config (budgets, fan-outs, depths).
-      backbone: the fit's backbone (`on_graph` runs it on a subgraph).
+      backbone: the fit's backbone.
       g: the fit's split-node graph (`host.split_graph`), holding the whole graph's store.
       nodes: [M] node ids of the whole graph.
     """
@@ -46,6 +46,6 @@ def logits_fn(
 
 def _logits(config, backbone, g, sampler, local, params, eval_key, depths):
     key = jax.random.fold_in(eval_key, 1)  # the key `loop.evaluate` sampled the test nodes with
-    on_graph = functools.partial(backbone.on_graph, params, None)
-    logits_all = subgraph.node_logits(sampler, on_graph, g, key, local, config.max_depth)
+    logits = functools.partial(backbone.logits, params)
+    logits_all = subgraph.node_logits(sampler, logits, g, key, local, config.max_depth)
     return backbone_lib.depth_logits(backbone, logits_all, depths)

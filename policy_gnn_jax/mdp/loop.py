@@ -4,10 +4,11 @@ One MDP step (`mdp_step`) reads top to bottom as
 
     agent.act -> agent.depths (validation) -> env.step -> agent.learn -> keep_best (-> observer)
 
-Every function here is pure and top level over a static `LoopContext`; the backbone and the agent
-are reached only through their interfaces (`backbone.Backbone`, `agent.Agent`), and the audit is
-an optional observer of the step (`audit.Observer`). `make_trainer` wires them for a config and
-returns a `Trainer` that the runner jits, vmaps over seeds and drives chunk by chunk.
+Every function here is pure and top level over a static `LoopContext` and takes the graph as data
+(`env.MDPData`); the backbone, the agent and the engine are reached only through their
+interfaces, and the audit is an optional observer of the step (`audit.Observer`).
+`make_trainer` wires them for a config and returns a `Trainer` that the runner jits, vmaps over
+seeds and drives chunk by chunk.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
 from policy_gnn_jax.agents import dqn, replay
 from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import audit as audit_lib
-from policy_gnn_jax.mdp import env
+from policy_gnn_jax.mdp import env, subgraph_engine
 from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import Trainer
 from policy_gnn_jax.treeutil import tree_select
@@ -55,16 +57,15 @@ class RunnerState:
 
 class LoopContext(NamedTuple):
     config: config_lib.Config
-    graph: graph_lib.Graph
     env: env.EnvContext
     agent: agent_lib.Agent
     observer: audit_lib.Observer | None
 
 
-def init(ctx: LoopContext, key: jax.Array) -> RunnerState:
+def init(ctx: LoopContext, data: env.MDPData, key: jax.Array) -> RunnerState:
     key, k_env, k_agent = jax.random.split(key, 3)
-    env_state = env.init(ctx.env, k_env)
-    agent_state, policy = ctx.agent.init(k_agent)
+    env_state = env.init(ctx.env, data, k_env)
+    agent_state, policy = ctx.agent.init(k_agent, data.graph)
     best = Snapshot(
         params=env_state.params,
         policy=policy,
@@ -74,18 +75,17 @@ def init(ctx: LoopContext, key: jax.Array) -> RunnerState:
     return RunnerState(agent_state, env_state, best, key, jnp.zeros((), jnp.int32))
 
 
-def mdp_step(ctx: LoopContext, rs: RunnerState, _=None) -> tuple[RunnerState, dict]:
+def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     """One MDP step for all walkers. Returns the new state and this step's scalar metrics."""
-    # Six subkeys: the first five are exactly those of `split(key, 5)`, so adding the observer's
-    # own key (the audit's) changed none of the other streams.
+    # The first five subkeys are those of `split(key, 5)`: the observer's is extra.
     key, k_act, k_val, k_env, k_learn, k_observe = jax.random.split(rs.key, 6)
-    nodes = rs.env.nodes
-    agent_state, policy, actions = ctx.agent.act(k_act, rs.agent, nodes, rs.step)
-    val_depths = ctx.agent.depths(k_val, policy, ctx.graph.val_index)
-    env_state, out = env.step(ctx.env, k_env, rs.env, actions, val_depths)
+    g, nodes = data.graph, rs.env.nodes
+    agent_state, policy, actions = ctx.agent.act(k_act, rs.agent, g, nodes, rs.step)
+    val_depths = ctx.agent.depths(k_val, policy, g, g.val_index)
+    env_state, out = env.step(ctx.env, data, k_env, rs.env, actions, val_depths)
     rewards = jnp.broadcast_to(out.reward, nodes.shape)
     transition = replay.Transition(nodes, actions, rewards, env_state.nodes)
-    agent_state, learned = ctx.agent.learn(k_learn, agent_state, policy, transition, rs.step)
+    agent_state, learned = ctx.agent.learn(k_learn, agent_state, policy, g, transition, rs.step)
     best = keep_best(rs.best, out.val_accuracy, env_state.params, policy, rs.step)
     metrics = {
         "val_accuracy": out.val_accuracy,
@@ -97,7 +97,7 @@ def mdp_step(ctx: LoopContext, rs: RunnerState, _=None) -> tuple[RunnerState, di
         **learned,
     }
     if ctx.observer is not None:
-        metrics.update(ctx.observer.observe(k_observe, env_state.params, policy))
+        metrics.update(ctx.observer.observe(k_observe, g, env_state.params, policy))
     return RunnerState(agent_state, env_state, best, key, rs.step + 1), metrics
 
 
@@ -132,18 +132,18 @@ def _mean_where(values: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.maximum(mask.sum(), 1)
 
 
-def run_episode(ctx: LoopContext, rs: RunnerState, _=None) -> tuple[RunnerState, dict]:
+def run_episode(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     """Resets the walkers, then `steps_per_episode` MDP steps; the networks persist."""
     key, k_reset = jax.random.split(rs.key)
-    rs = rs.replace(env=env.reset(ctx.env, k_reset, rs.env), key=key)
-    step = functools.partial(mdp_step, ctx)
+    rs = rs.replace(env=env.reset(ctx.env, data, k_reset, rs.env), key=key)
+    step = functools.partial(mdp_step, ctx, data)
     rs, metrics = jax.lax.scan(step, rs, length=ctx.config.steps_per_episode)
     return rs, summarise_episode(ctx, metrics)
 
 
-def train_chunk(ctx: LoopContext, rs: RunnerState, length: int) -> tuple[RunnerState, dict]:
+def train_chunk(ctx: LoopContext, data: env.MDPData, rs: RunnerState, length: int):
     """`length` episodes (a static int) as one scan; metrics have a leading [length] axis."""
-    return jax.lax.scan(functools.partial(run_episode, ctx), rs, length=length)
+    return jax.lax.scan(functools.partial(run_episode, ctx, data), rs, length=length)
 
 
 def evaluation_key(key: jax.Array) -> jax.Array:
@@ -152,16 +152,12 @@ def evaluation_key(key: jax.Array) -> jax.Array:
     return jax.random.fold_in(key, 1)
 
 
-def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
+def evaluate(ctx: LoopContext, data: env.MDPData, rs: RunnerState) -> dict:
     """The honest protocol: the snapshot's depths on test nodes. The only reader of test labels."""
-    g, best = ctx.graph, rs.best
-    depths = ctx.agent.depths(evaluation_key(rs.key), best.policy, g.test_index)
-    if g.host is None:
-        logits_all = ctx.env.backbone.logits(best.params, None)
-        test_logits = logits_all[:, g.test_index]
-    else:  # the graph is on the host: the test nodes' neighbourhoods, a batch at a time
-        key = jax.random.fold_in(evaluation_key(rs.key), 1)
-        test_logits = env.neighbourhood_logits(ctx.env, best.params, key, g.test_index)
+    g, best = data.graph, rs.best
+    depths = ctx.agent.depths(evaluation_key(rs.key), best.policy, g, g.test_index)
+    key = jax.random.fold_in(evaluation_key(rs.key), 1)  # the host engine's samples
+    test_logits = ctx.env.engine.test_logits(ctx.env, data, best.params, key)
     logits = backbone_lib.depth_logits(ctx.env.backbone, test_logits, depths)
     results = {
         # the graph's metric (accuracy, or ROC AUC): the name stays for results.json's readers
@@ -174,7 +170,7 @@ def evaluate(ctx: LoopContext, rs: RunnerState) -> dict:
         ),
     }
     if ctx.observer is not None:
-        results.update(ctx.observer.evaluate(logits_all, depths))
+        results.update(ctx.observer.evaluate(g, best.params, depths))
     return results
 
 
@@ -192,16 +188,19 @@ def make_agent(config: config_lib.Config, g: graph_lib.Graph) -> agent_lib.Agent
 def make_context(
     config: config_lib.Config,
     g: graph_lib.Graph,
-    train_hops: np.ndarray,
     backbone: backbone_lib.Backbone | None = None,
     agent: agent_lib.Agent | None = None,
 ) -> LoopContext:
-    """Wires the loop: the config's backbone and agent unless others are given."""
+    """Wires the loop for `g`'s shapes: the config's backbone and agent unless others are
+    given, and the engine (`subgraph.use_subgraphs`), chosen here once."""
     backbone = backbone or backbones.for_policy(config, g)
     agent = agent or make_agent(config, g)
-    env_ctx = env.make_context(config, g, train_hops, backbone)
-    observer = audit_lib.make_audit(config, g, backbone, agent) if config.audit else None
-    return LoopContext(config, g, env_ctx, agent, observer)
+    if subgraph.use_subgraphs(config, g):
+        env_ctx = subgraph_engine.make_context(config, g, backbone)
+    else:
+        env_ctx = env.make_context(config, g, backbone)
+    observer = audit_lib.make_audit(config, backbone, agent) if config.audit else None
+    return LoopContext(config, env_ctx, agent, observer)
 
 
 def make_trainer(
@@ -211,13 +210,14 @@ def make_trainer(
     backbone: backbone_lib.Backbone | None = None,
     agent: agent_lib.Agent | None = None,
 ) -> Trainer:
-    """Policy-GNN (or the random policy when `config.random_policy`) as a `Trainer`."""
-    ctx = make_context(config, g, train_hops, backbone, agent)
+    """Policy-GNN (or the random policy when `config.random_policy`) as a `Trainer` on `g`."""
+    ctx = make_context(config, g, backbone, agent)
     return Trainer(
         init=functools.partial(init, ctx),
         train_chunk=functools.partial(train_chunk, ctx),
         evaluate=functools.partial(evaluate, ctx),
         selected=selected,
+        data=env.mdp_data(g, train_hops),
         total=config.num_episodes,
         per_call=min(config.episodes_per_call, config.num_episodes),
         unit="episode",

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import jax
 from jax.experimental.compilation_cache import compilation_cache
-from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from policy_gnn_jax.config import ConfigError
 
@@ -129,78 +128,34 @@ def jit(fn: Callable, *, options: dict | None = None, precision: str | None = "h
     return jax.jit(with_matmul_precision(fn, precision), compiler_options=options)
 
 
-# Closed-over arrays smaller than this stay compiled-in constants (index tables, small masks):
-# XLA may fold them, and they cost no compile time worth naming.
-LIFT_BYTES = 64 * 1024
-
-
-def _nbytes(value) -> int:
-    return int(getattr(value, "nbytes", 0) or 0)
-
-
-def constants_as_arguments(fn: Callable, *example_args, min_bytes: float | None = None):
-    """(program, constants): `fn` traced once for arguments shaped like `example_args`, with
-    every closed-over array of at least `min_bytes` bytes lifted out of the trace.
-    `program(constants, *args)` computes `fn(*args)`.
-
-    Why: the graph (and what is derived from it) reaches the loop's functions through closures,
-    and jit compiles closed-over arrays into the program as constants. XLA then spends seconds
-    folding gathers over them (a 10^5-node graph's Â is megabytes), compile time grows with the
-    graph, and every program holds its own copy. As arguments they are compiled once per shape
-    and stay in device memory once.
-    """
-    min_bytes = LIFT_BYTES if min_bytes is None else min_bytes
-    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
-    out_tree = jax.tree.structure(out_shape)
-    all_constants = list(closed.consts)
-    lifted = [i for i, c in enumerate(all_constants) if _nbytes(c) >= min_bytes]
-
-    def program(constants, *args):
-        values = list(all_constants)
-        for index, value in zip(lifted, constants, strict=True):
-            values[index] = value
-        outputs = jaxpr_as_fun(ClosedJaxpr(closed.jaxpr, values))(*jax.tree.leaves(args))
-        return jax.tree.unflatten(out_tree, outputs)
-
-    # numpy arrays go to the device once here, not at every call.
-    return program, [jax.device_put(all_constants[i]) for i in lifted]
-
-
 class Program:
-    """`fn` compiled with XLA `options` (`compiler_options`) at a matmul `precision`, its large
-    closed-over arrays passed as arguments (`constants_as_arguments`). Call it like `fn`;
-    `lower` and `compile` take `fn`'s arguments too. `donate`: which of `fn`'s arguments XLA
-    may overwrite."""
+    """`fn` compiled with XLA `options` (`compiler_options`) at a matmul `precision`. Call it
+    like `fn`; `lower` and `compile` take `fn`'s arguments too. `donate`: which of `fn`'s
+    arguments XLA may overwrite. The graph is one of the arguments (`Trainer.data`): compiled
+    in as a constant, XLA would spend seconds folding gathers over it and every program would
+    hold its own copy."""
 
-    def __init__(self, fn, example_args, *, options=None, precision="highest", donate=()):
+    def __init__(self, fn, *, options=None, precision="highest", donate=()):
         if jax.config.jax_disable_jit:  # the programs are compiled ahead of time: they need jit
             raise ConfigError(
                 "JAX_DISABLE_JIT (or jax.config.update('jax_disable_jit', True)) is on, and "
                 "every run is compiled ahead of time: turn it off for this process."
             )
-        traced, self.constants = constants_as_arguments(
-            with_matmul_precision(fn, precision), *example_args
-        )
-        self._traced = traced
-        self._jitted = jax.jit(
-            traced,
-            compiler_options=options,
-            donate_argnums=tuple(d + 1 for d in donate),
-        )
+        self._traced = with_matmul_precision(fn, precision)
+        self._jitted = jax.jit(self._traced, compiler_options=options, donate_argnums=donate)
 
     def __call__(self, *args):
-        return self._jitted(self.constants, *args)
+        return self._jitted(*args)
 
     def eval_shape(self, *args):
         """`jax.eval_shape` of the program (tracing a jit with compiler options inside another
         trace is refused, so this traces the function itself)."""
-        return jax.eval_shape(self._traced, self.constants, *args)
+        return jax.eval_shape(self._traced, *args)
 
     def lower(self, *args):
-        return self._jitted.lower(self.constants, *args)
+        return self._jitted.lower(*args)
 
     def compile(self, *args):
-        """(callable like `fn`, XLA's compiled program: its memory analysis) for `args`'
-        shapes, compiled now."""
-        compiled = self.lower(*args).compile()
-        return functools.partial(compiled, self.constants), compiled
+        """XLA's program for `args`' shapes, compiled now: call it like `fn`; it also holds the
+        program's memory analysis."""
+        return self.lower(*args).compile()

@@ -87,8 +87,9 @@ SEED_MODES = ("vmap", "map")
 
 
 def over_seeds(fn, mode: str, sharding: NamedSharding | None):
-    """`fn` (one seed) over a leading seed axis: batched (`vmap`) or one seed after another
-    (`map`), and with a sharding, each device running its own seeds (`shard_map`).
+    """`fn(data, x)` (one seed's `x`) over a leading seed axis of `x`, every seed reading the
+    same `data`: batched (`vmap`) or one seed after another (`map`), and with a sharding, each
+    device running its own seeds (`shard_map`, `data` replicated).
 
     "map" makes a seed's bits independent of how many seeds and devices run: XLA vectorises a
     batched reduction differently for different batch sizes (a sum over rows of [64, 16] rounds
@@ -99,26 +100,34 @@ def over_seeds(fn, mode: str, sharding: NamedSharding | None):
     """
     if mode not in SEED_MODES:
         raise ResourceError(f"seed mode must be one of {SEED_MODES}, got {mode!r}.")
-    batched = jax.vmap(fn) if mode == "vmap" else functools.partial(_map_seeds, fn)
+    if mode == "vmap":
+        batched = jax.vmap(fn, in_axes=(None, 0))
+    else:
+        batched = functools.partial(_map_seeds, fn)
     if sharding is None:
         return batched
     spec = sharding.spec
-    # check_vma off: the loop closes over the graph, the same on every device, and mixes it into
-    # per-seed carries, which the replication checker cannot type.
+    # check_vma off: the graph, the same on every device, mixes into per-seed carries, which
+    # the replication checker cannot type.
     return jax.shard_map(
-        batched, mesh=sharding.mesh, in_specs=spec, out_specs=spec, check_vma=False
+        batched,
+        mesh=sharding.mesh,
+        in_specs=(PartitionSpec(), spec),
+        out_specs=spec,
+        check_vma=False,
     )
 
 
-def _map_seeds(fn, xs):
+def _map_seeds(fn, data, xs):
     """`fn` over the seeds one after another. A single seed runs as the first of two copies:
     XLA removes a loop of one trip and compiles its body together with what surrounds it,
     which rounds differently (measured: one seed of a run over 3 processes, alone in its
     process, trained another Q-network than in a one-process run); a loop of two trips compiles
     its body as every longer loop does."""
+    one_seed = functools.partial(fn, data)
     if jax.tree.leaves(xs)[0].shape[0] != 1:
-        return jax.lax.map(fn, xs)
-    twice = jax.lax.map(fn, jax.tree.map(lambda x: jax.numpy.concatenate([x, x]), xs))
+        return jax.lax.map(one_seed, xs)
+    twice = jax.lax.map(one_seed, jax.tree.map(lambda x: jax.numpy.concatenate([x, x]), xs))
     return jax.tree.map(lambda y: y[:1], twice)
 
 
@@ -221,26 +230,21 @@ def run_trainer(
     programs = build_programs(
         trainer, keys, seeds, sharding, lengths, compiler_options, matmul_precision
     )
-    main, compiled = programs["chunks"][lengths[0]].compile(programs["state_like"])
-    check_memory(compiled, num_seeds, available_memory_bytes(), programs["resident_bytes"])
+    data = trainer.data
+    main = programs["chunks"][lengths[0]].compile(data, programs["state_like"])
+    check_memory(main, num_seeds, available_memory_bytes(), programs["resident_bytes"])
     run_chunk = {n: main if n == lengths[0] else p for n, p in programs["chunks"].items()}
     start, done, state, chunks = _start(trainer, checkpoint, programs, lengths[0], sharding)
     if state is None:
-        state = programs["init"](keys)
+        state = programs["init"](data, keys)
     # disable=None: tqdm turns itself off when stderr is not a terminal (logs stay readable).
-    bar = tqdm(
-        total=trainer.total,
-        initial=done,
-        desc=desc,
-        unit=trainer.unit,
-        leave=False,
-        disable=None if progress else True,
-    )
+    bar = tqdm(total=trainer.total, initial=done, desc=desc, unit=trainer.unit, leave=False,
+               disable=None if progress else True)  # fmt: skip
     try:
         for index in range(start, len(lengths)):
             raise_if_stopped()
             try:
-                state, metrics = run_chunk[lengths[index]](state)
+                state, metrics = run_chunk[lengths[index]](data, state)
             except Exception as err:
                 raise_if_debug_nans_stop(err, done, lengths[index], trainer.unit, hints or {})
                 raise
@@ -257,7 +261,7 @@ def run_trainer(
                 checkpoint.save(index + 1, done, state, chunks[0])
     finally:
         bar.close()
-    results = jax.tree.map(np.asarray, programs["evaluate"](state))
+    results = jax.tree.map(np.asarray, programs["evaluate"](data, state))
     return state, _concat(chunks), results
 
 
@@ -266,7 +270,11 @@ def _start(trainer, checkpoint, programs, main_length: int, sharding):
     holds this run, else from the beginning."""
     if checkpoint is not None:
         restored = _restore(
-            checkpoint, programs["chunks"][main_length], programs["state_like"], sharding
+            checkpoint,
+            programs["chunks"][main_length],
+            trainer.data,
+            programs["state_like"],
+            sharding,
         )
         if restored is not None:
             start, done, state, metrics_so_far = restored
@@ -288,40 +296,37 @@ def build_programs(
     compiler_options: dict | None = None,
     matmul_precision: str | None = "highest",
 ) -> dict:
-    """The run's compiled programs over the seeds (`compilation.Program`: the graph passed as
-    an argument): "init" (keys -> state), "chunks" (one per chunk length, state -> (state,
-    metrics)) and "evaluate" (state -> results); "state_like", the state's shapes; and
-    "resident_bytes", the arrays the programs share (already in memory before a run)."""
+    """The run's compiled programs over the seeds (`compilation.Program`), each taking the
+    trainer's `data` first: "init" (data, keys -> state), "chunks" (one per chunk length, data,
+    state -> (state, metrics)) and "evaluate" (data, state -> results); "state_like", the
+    state's shapes; and "resident_bytes", the size of `data` (in memory before a run)."""
     options = dict(options=compiler_options, precision=matmul_precision)
-    init = compilation.Program(seeds(trainer.init), (keys,), **options)
-    state_like = init.eval_shape(keys)
+    data = trainer.data
+    init = compilation.Program(seeds(trainer.init), **options)
+    state_like = init.eval_shape(data, keys)
     if sharding is not None:  # the compiled chunk expects its input spread over the devices
         state_like = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state_like
         )
     chunks = {
         n: compilation.Program(
-            seeds(functools.partial(trainer.train_chunk, length=n)),
-            (state_like,),
-            donate=(0,),
-            **options,
+            seeds(functools.partial(trainer.train_chunk, length=n)), donate=(1,), **options
         )
         for n in sorted(set(lengths))
     }
-    evaluate = compilation.Program(seeds(trainer.evaluate), (state_like,), **options)
-    shared = {id(c): c for p in (init, evaluate, *chunks.values()) for c in p.constants}
+    evaluate = compilation.Program(seeds(trainer.evaluate), **options)
     return {
         "init": init,
         "chunks": chunks,
         "evaluate": evaluate,
         "state_like": state_like,
-        "resident_bytes": sum(int(c.nbytes) for c in shared.values()),
+        "resident_bytes": sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(data)),
     }
 
 
-def _restore(checkpoint: checkpoint_lib.Checkpointer, main_chunk, state_like, sharding):
+def _restore(checkpoint: checkpoint_lib.Checkpointer, main_chunk, data, state_like, sharding):
     """(next chunk index, units done, state, metrics so far) from `checkpoint`, or None."""
-    chunk_metrics = main_chunk.eval_shape(state_like)[1]
+    chunk_metrics = main_chunk.eval_shape(data, state_like)[1]
 
     def metrics_like(units):
         return jax.tree.map(

@@ -196,11 +196,11 @@ def test_a_generated_graphs_ignored_or_impossible_argument_is_refused(kwargs, na
     [
         (_agent(num_actions=3.0), "num_actions must be an int"),
         (
-            _agent(depths=lambda k, p, nodes: jnp.full(nodes.shape, 2.0)),
+            _agent(depths=lambda k, p, g, nodes: jnp.full(nodes.shape, 2.0)),
             r"depths\(\) returned float",
         ),
         (
-            _agent(act=lambda k, s, nodes, step: (s, (), jnp.zeros(4, jnp.int32))),
+            _agent(act=lambda k, s, g, nodes, step: (s, (), jnp.zeros(4, jnp.int32))),
             r"act\(\) returned",
         ),
     ],
@@ -216,10 +216,10 @@ def test_an_agent_of_the_wrong_types_is_refused_before_training(path_graph, agen
 @pytest.mark.parametrize(
     "agent, message",
     [
-        (_agent(depths=lambda k, p, nodes: jnp.full(nodes.shape, 7, jnp.int32)), "returned 7"),
-        (_agent(depths=lambda k, p, nodes: jnp.full(nodes.shape, -5, jnp.int32)), "returned -5"),
+        (_agent(depths=lambda k, p, g, nodes: jnp.full(nodes.shape, 7, jnp.int32)), "returned 7"),
+        (_agent(depths=lambda k, p, g, nodes: jnp.full(nodes.shape, -5, jnp.int32)), "returned -5"),
         (
-            _agent(act=lambda k, s, nodes, step: (s, (), jnp.full(nodes.shape, 9, jnp.int32))),
+            _agent(act=lambda k, s, g, nodes, step: (s, (), jnp.full(nodes.shape, 9, jnp.int32))),
             r"act\(\) returned actions outside 0..2",
         ),
     ],

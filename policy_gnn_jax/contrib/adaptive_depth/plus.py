@@ -40,10 +40,16 @@ EPSILON = 0.1  # exploration of the "policy" training depths after the warm-up
 
 class PlusContext(NamedTuple):
     config: config_lib.Config
-    graph: graph_lib.Graph
     backbone: backbone_lib.Backbone
-    graph_signals: jax.Array  # [N, G] standardised, label-free
     optimizer: optax.GradientTransformation  # the bandit's
+
+
+@struct.dataclass
+class PlusData:
+    """The graph and its label-free signals, passed to every function as data."""
+
+    graph: graph_lib.Graph
+    graph_signals: jax.Array  # [N, G] standardised, label-free
 
 
 @struct.dataclass
@@ -79,38 +85,36 @@ def policy_half_size(config, num_val: int) -> int:
 
 def make_context(config, ds: data.Dataset, g: graph_lib.Graph) -> PlusContext:
     policy_half_size(config, len(ds.val_index))  # refuse an empty half before any work
+    return PlusContext(config, backbones.for_policy(config, g), optax.adam(config.plus_lr))
+
+
+def plus_data(config, ds: data.Dataset, g: graph_lib.Graph) -> PlusData:
     raw = headroom.graph_signals(ds, config.max_depth)
     standardised = (raw - raw.mean(0)) / (raw.std(0) + 1e-6)
-    return PlusContext(
-        config=config,
-        graph=g,
-        backbone=backbones.for_policy(config, g),
-        graph_signals=jnp.asarray(standardised, jnp.float32),
-        optimizer=optax.adam(config.plus_lr),
-    )
+    return PlusData(g, jnp.asarray(standardised, jnp.float32))
 
 
 def num_depths(ctx: PlusContext) -> int:
     return ctx.config.max_depth - ctx.config.min_depth + 1
 
 
-def signals(ctx: PlusContext, probs: jax.Array) -> jax.Array:
+def signals(ctx: PlusContext, data: PlusData, probs: jax.Array) -> jax.Array:
     """[N, P] the bandit's state of every node from the backbone's probs [D, N, C]."""
     parts = []
     if ctx.config.plus_signals in ("all", "graph"):
-        parts.append(ctx.graph_signals)
+        parts.append(data.graph_signals)
     if ctx.config.plus_signals in ("all", "depth"):
         parts.append(headroom.depth_signals(probs))
     return jnp.concatenate(parts, 1)
 
 
-def num_signals(ctx: PlusContext) -> int:
-    probs = jax.ShapeDtypeStruct((num_depths(ctx), ctx.graph.num_nodes, 1), jnp.float32)
-    return jax.eval_shape(functools.partial(signals, ctx), probs).shape[1]
+def num_signals(ctx: PlusContext, data: PlusData) -> int:
+    probs = jax.ShapeDtypeStruct((num_depths(ctx), data.graph.num_nodes, 1), jnp.float32)
+    return jax.eval_shape(functools.partial(signals, ctx, data), probs).shape[1]
 
 
-def eval_probs(ctx: PlusContext, params) -> jax.Array:
-    return jax.nn.softmax(ctx.backbone.logits(params, None), -1)
+def eval_probs(ctx: PlusContext, data: PlusData, params) -> jax.Array:
+    return jax.nn.softmax(ctx.backbone.logits(params, data.graph, None), -1)
 
 
 def stratified(order: jax.Array, labels: jax.Array, num_classes: int) -> jax.Array:
@@ -123,15 +127,16 @@ def stratified(order: jax.Array, labels: jax.Array, num_classes: int) -> jax.Arr
     return order[jnp.argsort(share, stable=True)]
 
 
-def init(ctx: PlusContext, key: jax.Array) -> PlusState:
+def init(ctx: PlusContext, data: PlusData, key: jax.Array) -> PlusState:
+    g = data.graph
     key, k_params, k_split = jax.random.split(key, 3)
-    params = ctx.backbone.init(k_params)
-    val = ctx.graph.val_index
+    params = ctx.backbone.init(k_params, g)
+    val = g.val_index
     order = jax.random.permutation(k_split, val.shape[0])
-    if ctx.graph.metric == "roc_auc":  # each half needs both classes, or its AUC means nothing
-        order = stratified(order, ctx.graph.labels[val], ctx.graph.num_classes)
+    if g.metric == "roc_auc":  # each half needs both classes, or its AUC means nothing
+        order = stratified(order, g.labels[val], g.num_classes)
     cut = policy_half_size(ctx.config, val.shape[0])
-    policy = bandit.init(num_signals(ctx), num_depths(ctx))
+    policy = bandit.init(num_signals(ctx, data), num_depths(ctx))
     return PlusState(
         params=params,
         opt_state=ctx.backbone.optimizer.init(params),
@@ -145,15 +150,15 @@ def init(ctx: PlusContext, key: jax.Array) -> PlusState:
         best_epoch=jnp.zeros((), jnp.int32),
         best_params=params,
         best_policy=policy,
-        node_signals=signals(ctx, eval_probs(ctx, params)),
+        node_signals=signals(ctx, data, eval_probs(ctx, data, params)),
     )
 
 
-def training_depths(ctx: PlusContext, key, state: PlusState, node_signals) -> jax.Array:
+def training_depths(ctx: PlusContext, g, key, state: PlusState, node_signals) -> jax.Array:
     """[T] depth indices of the training nodes for "random" / "policy" (ignored for "all")."""
     cfg = ctx.config
     k_random, k_explore = jax.random.split(key)
-    nodes = ctx.graph.train_index
+    nodes = g.train_index
     random = jax.random.randint(k_random, nodes.shape, 0, num_depths(ctx))
     if cfg.plus_train_depths == "random":
         return random
@@ -162,35 +167,36 @@ def training_depths(ctx: PlusContext, key, state: PlusState, node_signals) -> ja
     return jnp.where(explore, random, bandit.greedy(state.policy, node_signals[nodes]))
 
 
-def backbone_loss(ctx: PlusContext, params, key, depth_index) -> jax.Array:
-    nodes = ctx.graph.train_index
+def backbone_loss(ctx: PlusContext, params, g, key, depth_index) -> jax.Array:
+    nodes = g.train_index
+    loss = functools.partial(ctx.backbone.loss, params, g, key)
     if ctx.config.plus_train_depths == "all":
         d = num_depths(ctx)
         every = jnp.broadcast_to(jnp.arange(d)[:, None] + ctx.config.min_depth, (d, nodes.size))
-        return jnp.mean(ctx.backbone.loss(params, key, jnp.broadcast_to(nodes, every.shape), every))
-    return jnp.mean(ctx.backbone.loss(params, key, nodes, depth_index + ctx.config.min_depth))
+        return jnp.mean(loss(jnp.broadcast_to(nodes, every.shape), every))
+    return jnp.mean(loss(nodes, depth_index + ctx.config.min_depth))
 
 
-def selection_accuracy(ctx: PlusContext, probs, policy, node_signals, nodes) -> jax.Array:
+def selection_accuracy(g, probs, policy, node_signals, nodes) -> jax.Array:
     """The graph's metric on `nodes` at the bandit's greedy depths."""
     chosen = bandit.greedy(policy, node_signals[nodes])
     picked = jnp.take_along_axis(probs[:, nodes], chosen[None, :, None], axis=0)[0]
-    return metrics.score(picked, ctx.graph.labels[nodes], ctx.graph.metric)
+    return metrics.score(picked, g.labels[nodes], g.metric)
 
 
-def epoch_step(ctx: PlusContext, state: PlusState, _=None):
-    cfg, g = ctx.config, ctx.graph
+def epoch_step(ctx: PlusContext, data: PlusData, state: PlusState, _=None):
+    cfg, g = ctx.config, data.graph
     key, k_depth, k_dropout = jax.random.split(state.key, 3)
     # 1. The backbone, on training nodes at depths from the current bandit and signals.
-    depth_index = training_depths(ctx, k_depth, state, state.node_signals)
+    depth_index = training_depths(ctx, g, k_depth, state, state.node_signals)
     loss, grads = jax.value_and_grad(functools.partial(backbone_loss, ctx))(
-        state.params, k_dropout, depth_index
+        state.params, g, k_dropout, depth_index
     )
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     # 2. The bandit, on the policy half: every depth's reward for labels the backbone never saw.
-    probs = eval_probs(ctx, params)
-    node_signals = signals(ctx, probs)
+    probs = eval_probs(ctx, data, params)
+    node_signals = signals(ctx, data, probs)
     nodes = state.policy_nodes
     targets = bandit.rewards(probs[:, nodes], g.labels[nodes], cfg.plus_reward)
     policy, policy_opt, policy_loss = bandit.update(
@@ -203,8 +209,8 @@ def epoch_step(ctx: PlusContext, state: PlusState, _=None):
         cfg.plus_l2,
     )
     # 3. Selection on the other half, which trains nothing.
-    val = selection_accuracy(ctx, probs, policy, node_signals, state.select_nodes)
-    policy_acc = selection_accuracy(ctx, probs, policy, node_signals, nodes)
+    val = selection_accuracy(g, probs, policy, node_signals, state.select_nodes)
+    policy_acc = selection_accuracy(g, probs, policy, node_signals, nodes)
     better = val > state.best_val  # ties keep the earliest
     new = state.replace(
         params=params,
@@ -232,26 +238,26 @@ def epoch_step(ctx: PlusContext, state: PlusState, _=None):
     return new, metrics
 
 
-def train_chunk(ctx: PlusContext, state: PlusState, length: int):
-    return jax.lax.scan(functools.partial(epoch_step, ctx), state, length=length)
+def train_chunk(ctx: PlusContext, data: PlusData, state: PlusState, length: int):
+    return jax.lax.scan(functools.partial(epoch_step, ctx, data), state, length=length)
 
 
-def greedy_depths(ctx: PlusContext, logits_all, policy, nodes) -> jax.Array:
+def greedy_depths(ctx: PlusContext, data: PlusData, logits_all, policy, nodes) -> jax.Array:
     """[M] the depths (not indices) the bandit gives `nodes`, from the backbone's logits."""
-    node_signals = signals(ctx, jax.nn.softmax(logits_all, -1))
+    node_signals = signals(ctx, data, jax.nn.softmax(logits_all, -1))
     return bandit.greedy(policy, node_signals[nodes]) + ctx.config.min_depth
 
 
-def depths_of(ctx: PlusContext, params, policy, nodes) -> jax.Array:
+def depths_of(ctx: PlusContext, data: PlusData, params, policy, nodes) -> jax.Array:
     """[M] the depths the bandit gives `nodes` under backbone `params`."""
-    return greedy_depths(ctx, ctx.backbone.logits(params, None), policy, nodes)
+    return greedy_depths(ctx, data, ctx.backbone.logits(params, data.graph, None), policy, nodes)
 
 
-def evaluate(ctx: PlusContext, state: PlusState) -> dict:
+def evaluate(ctx: PlusContext, data: PlusData, state: PlusState) -> dict:
     """The honest protocol: the snapshot's greedy depths on the test nodes, read once."""
-    g = ctx.graph
-    logits_all = ctx.backbone.logits(state.best_params, None)
-    depths = greedy_depths(ctx, logits_all, state.best_policy, g.test_index)
+    g = data.graph
+    logits_all = ctx.backbone.logits(state.best_params, g, None)
+    depths = greedy_depths(ctx, data, logits_all, state.best_policy, g.test_index)
     logits = backbone_lib.depth_logits(ctx.backbone, logits_all[:, g.test_index], depths)
     return {
         "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
@@ -270,6 +276,7 @@ def make_trainer(config, ds: data.Dataset, g: graph_lib.Graph, epochs_per_chunk:
     """Policy-GNN+ over exactly `config.epochs` epochs."""
     return epoch_trainer(
         make_context(config, ds, g),
+        plus_data(config, ds, g),
         init=init,
         train_chunk=train_chunk,
         evaluate=evaluate,
@@ -306,8 +313,10 @@ def _method_trainer(config, ds: data.Dataset, g: graph_lib.Graph, backbone, agen
 
 def _method_depth_fn(config, ds: data.Dataset, g: graph_lib.Graph, agent):
     del agent
-    ctx = make_context(config, ds, g)
-    return lambda params, policy, key, nodes: depths_of(ctx, params, policy, nodes)
+    ctx, signals_ = make_context(config, ds, g), plus_data(config, ds, g).graph_signals
+    return lambda params, policy, key, g, nodes: depths_of(
+        ctx, PlusData(g, signals_), params, policy, nodes
+    )
 
 
 def _hints(config) -> dict:

@@ -1,0 +1,106 @@
+"""The subgraph and host engines (`--engine subgraph`, `--engine host`) behind `env.Engine`.
+
+The backbone trains on the union of the full buffers' neighbourhoods, each to its buffer's depth,
+and M_t is measured on the validation nodes' `max_depth`-hop neighbourhood, drawn once per seed
+(`graph/subgraph.py` samples them on the host and explains why the logits equal the whole
+graph's where nothing is sampled away). The host engine's device graph holds the split nodes
+alone, so its test nodes are scored each on its own neighbourhood too.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from policy_gnn_jax import config as config_lib
+from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.graph import subgraph
+from policy_gnn_jax.mdp import action_buffers, env
+
+
+def make_context(config, g: graph_lib.Graph, backbone) -> env.EnvContext:
+    """The MDP on the subgraph engine (the host engine where `g` keeps its graph on the host)."""
+    # Buffers hold training nodes only; the validation subgraph holds every validation node.
+    most = max(g.train_index.shape[0], g.val_index.shape[0])
+    if config.subgraph_nodes < most:
+        raise config_lib.ConfigError(
+            f"subgraph_nodes {config.subgraph_nodes} cannot hold the {most} training or "
+            f"validation nodes a subgraph starts from: raise --subgraph-nodes to at least "
+            f"{most} (a few times more leaves room for their neighbourhoods)."
+        )
+    if g.host is not None and config.transition != "labelled":
+        raise config_lib.ConfigError(
+            "the host engine keeps the graph's edges on the host, where a random walk on the "
+            "device cannot reach them: use transition 'labelled' (the default)."
+        )
+    sampler = subgraph.Sampler(g.host or subgraph.host_graph(g), config)
+    engine = SUBGRAPH_ENGINE if g.host is None else HOST_ENGINE
+    return env.make_context(config, g, backbone, engine, sampler)
+
+
+def validation_subgraph(ctx: env.EnvContext, data: env.MDPData, key) -> subgraph.Padded:
+    """Every validation node's `max_depth`-hop neighbourhood (sampled if over the budgets)."""
+    val = data.graph.val_index
+    radii = jnp.full(val.shape, ctx.config.max_depth, jnp.int32)
+    return subgraph.sample(ctx.sampler, key, val, radii, jnp.ones(val.shape, bool))
+
+
+def buffer_subgraph(ctx: env.EnvContext, key: jax.Array, buffers) -> subgraph.Padded:
+    """The union of the full buffers' entries' neighbourhoods, each to its buffer's depth."""
+    cfg = ctx.config
+    full = action_buffers.full(buffers, cfg.buffer_size)
+    mask = action_buffers.entry_mask(buffers) & full[:, None]
+    depths = jnp.broadcast_to(env.buffer_depth_column(cfg), mask.shape)
+    return subgraph.sample(ctx.sampler, key, buffers.nodes, depths, mask)
+
+
+def subgraph_buffer_loss(ctx: env.EnvContext, params, data, key, buffers, sub: subgraph.Padded):
+    """`env.buffer_loss` on the padded neighbourhood `sub` of the full buffers' entries."""
+    cfg, g = ctx.config, data.graph
+    full = action_buffers.full(buffers, cfg.buffer_size)
+    mask = action_buffers.entry_mask(buffers)  # [A, cap]
+    logits_all = ctx.backbone.logits(params, subgraph.view(g, sub), key)
+    rows = env.buffer_depth_column(cfg) - ctx.backbone.min_depth  # [A, 1]
+    logits = logits_all[rows, sub.positions]  # [A, cap, C]
+    ce = backbone_lib.cross_entropy(logits, g.labels[buffers.nodes])
+    # Entries of buffers that are not full are not in `sub`: masked out, as they add nothing.
+    total = jnp.sum(jnp.where(mask & full[:, None], ce, 0.0), 1)
+    per_buffer = total / jnp.maximum(mask.sum(1), 1)
+    return jnp.sum(jnp.where(full, per_buffer, 0.0))
+
+
+def _loss_and_grads(ctx: env.EnvContext, data, key, params, buffers):
+    sub = buffer_subgraph(ctx, jax.random.fold_in(key, 1), buffers)
+    loss_fn = functools.partial(subgraph_buffer_loss, ctx)
+    return jax.value_and_grad(loss_fn)(params, data, key, buffers, sub)
+
+
+def validation_logits(ctx: env.EnvContext, data, params, val_graph: subgraph.Padded):
+    """[K, V, C]: the validation nodes' logits on their neighbourhood `val_graph`."""
+    view = subgraph.view(data.graph, val_graph)
+    return ctx.backbone.logits(params, view, None)[:, val_graph.positions]
+
+
+def neighbourhood_logits(ctx: env.EnvContext, data, params, key: jax.Array, nodes: jax.Array):
+    """[K, M, C]: the nodes' logits at every depth (evaluation, no dropout), each node on its
+    own sampled `max_depth`-hop neighbourhood (`subgraph.node_logits`)."""
+    logits = functools.partial(ctx.backbone.logits, params)
+    return subgraph.node_logits(ctx.sampler, logits, data.graph, key, nodes, ctx.config.max_depth)
+
+
+def _host_test_logits(ctx: env.EnvContext, data, params, key):
+    """The host engine's test nodes, each on its own neighbourhood (the device graph holds the
+    split nodes alone, not their neighbours)."""
+    return neighbourhood_logits(ctx, data, params, key, data.graph.test_index)
+
+
+SUBGRAPH_ENGINE = env.Engine(
+    init=validation_subgraph,
+    loss_and_grads=_loss_and_grads,
+    validation_logits=validation_logits,
+    test_logits=env.full_test_logits,  # the whole graph is on the device: scored there
+)
+HOST_ENGINE = SUBGRAPH_ENGINE._replace(test_logits=_host_test_logits)
