@@ -37,7 +37,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.agents import dqn, qnet
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones import gcn
-from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.mdp import policy_gnn
 from policy_gnn_jax.runtime import outputs, runner
 
 
@@ -69,7 +69,7 @@ def epoch_time(cfg, g, seeds: int, repeats: int, depth: int = 2, mode: str = "vm
 
 
 def step_time(cfg, g, hops, agent, seeds: int, repeats: int, mode: str = "vmap") -> float:
-    t = loop.make_trainer(cfg, g, hops, agent=agent)
+    t = policy_gnn.make_trainer(cfg, g, hops, agent=agent)
     per_call = t.per_call * cfg.steps_per_episode
     return chunk_time(t, runner.seed_keys(0, seeds), repeats, mode) / per_call
 
@@ -181,7 +181,7 @@ def bench_backbones(name: str, ds, g, args) -> None:
     steps, epochs = {}, {}
     for label, cfg in configs.items():
         hops = graph.train_hop_distances(ds, cfg.max_depth)
-        steps[label] = step_time(cfg, g, hops, loop.make_agent(cfg, g), 1, args.repeats)
+        steps[label] = step_time(cfg, g, hops, policy_gnn.make_agent(cfg, g), 1, args.repeats)
         epochs[label] = epoch_time(cfg, g, 1, args.repeats, depth=cfg.depth)
         print(
             f"[{name}] backbone {label} (depths {cfg.min_depth}-{cfg.max_depth}): MDP step "
@@ -195,7 +195,7 @@ def same_bits_twice(cfg, ds, g, hops, seeds: int) -> bool:
     """Two fresh compiled runs of the same seeds: identical metrics and final state?"""
     runs = []
     for _ in range(2):
-        trainer = loop.make_trainer(cfg, g, hops)
+        trainer = policy_gnn.make_trainer(cfg, g, hops)
         state, metrics, results = runner.run_trainer(
             trainer, runner.seed_keys(0, seeds), progress=False
         )
@@ -208,7 +208,7 @@ def bench_kernels(name: str, ds, cfg, hops, args) -> None:
     times, identical = {}, {}
     for kernels in ("scatter", "gather"):
         g = graph.from_dataset(ds, kernels)
-        agent = loop.make_agent(cfg, g)
+        agent = policy_gnn.make_agent(cfg, g)
         times[kernels] = step_time(cfg, g, hops, agent, args.seeds, args.repeats)
         short = dataclasses.replace(cfg, num_episodes=6, episodes_per_call=2)
         identical[kernels] = same_bits_twice(short, ds, g, hops, args.seeds)

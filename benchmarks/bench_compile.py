@@ -31,7 +31,7 @@ import jax
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
-from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.mdp import policy_gnn
 from policy_gnn_jax.runtime import compilation, outputs, runner
 
 # name -> (graph lifted into arguments, XLA options on a GPU, matmul precision)
@@ -82,7 +82,7 @@ def time_setting(ds, g, setting: str, seeds: int, episodes: int) -> dict:
     lift, gpu_options, precision = SETTINGS[setting]
     options = gpu_options if jax.default_backend() in compilation.GPU_BACKENDS else None
     config = config_lib.Config.paper(num_episodes=episodes, episodes_per_call=episodes)
-    trainer = loop.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
+    trainer = policy_gnn.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
     trainer = with_graph(trainer, lift)
     keys = runner.seed_keys(0, seeds)
     over = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
@@ -111,7 +111,7 @@ def compile_time(num_nodes: int, lift: bool) -> float:
     ds = data.make_csbm(num_nodes=num_nodes, num_classes=4, num_features=64, avg_degree=8, seed=0)
     g = graph.from_dataset(ds)
     config = config_lib.Config.paper(engine="full", num_episodes=1, episodes_per_call=1)
-    trainer = loop.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
+    trainer = policy_gnn.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
     trainer = with_graph(trainer, lift)
     keys = runner.seed_keys(0, 1)
     over = functools.partial(runner.over_seeds, mode="vmap", sharding=None)

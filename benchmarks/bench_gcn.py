@@ -19,7 +19,6 @@ from jax.experimental import sparse as jsparse
 
 from policy_gnn_jax import cli, data, graph
 from policy_gnn_jax.backbones import base as backbone_lib
-from policy_gnn_jax.graph import propagation
 
 
 def _plain_propagate(g, h):
@@ -33,11 +32,11 @@ def make_loss(g, adj_bcsr, x_bcsr, first: str, prop: str, depth: int):
             return _plain_propagate(g, h)
         if prop == "bcsr":
             return adj_bcsr @ h
-        return propagation.propagate(g, h)
+        return graph.propagate(g, h)
 
     def loss(params):
         if first == "sparse":
-            h = propagation.sparse_feature_matmul(g, params[0])
+            h = graph.sparse_feature_matmul(g, params[0])
         elif first == "bcsr":
             h = x_bcsr @ params[0]
         else:

@@ -40,7 +40,6 @@ from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
-from policy_gnn_jax.graph import propagation
 from policy_gnn_jax.runtime import outputs, records, runner, study_files
 from policy_gnn_jax.treeutil import tree_select
 
@@ -56,7 +55,7 @@ def propagated_features(g: graph_lib.Graph, alpha: float, max_depth: int):
     x0 = g.features
     x = x0
     yield 0, x0
-    step = jax.jit(lambda x: (1.0 - alpha) * propagation.propagate(g, x) + alpha * x0)
+    step = jax.jit(lambda x: (1.0 - alpha) * graph_lib.propagate(g, x) + alpha * x0)
     for k in range(1, max_depth + 1):
         x = step(x)
         yield k, x

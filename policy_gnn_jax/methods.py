@@ -31,7 +31,7 @@ from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones.base import Backbone
 from policy_gnn_jax.graph import host, subgraph
-from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.mdp import policy_gnn
 from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import Trainer
 
@@ -215,7 +215,7 @@ def _mdp_trainer(config, ds: data.Dataset, g, backbone, agent) -> Trainer:
         hops = host.hop_distances(g.host, train, train, config.max_depth)
     if agent is not None:
         _check_agent_types(agent, g)
-    return loop.make_trainer(config, g, hops, backbone=backbone, agent=agent)
+    return policy_gnn.make_trainer(config, g, hops, backbone=backbone, agent=agent)
 
 
 def _agent_depths(agent: Agent, params, policy, key, g, nodes):
@@ -225,7 +225,7 @@ def _agent_depths(agent: Agent, params, policy, key, g, nodes):
 
 def _mdp_depth_fn(config, ds, g, agent) -> DepthFn:
     del ds
-    return functools.partial(_agent_depths, agent or loop.make_agent(config, g))
+    return functools.partial(_agent_depths, agent or policy_gnn.make_agent(config, g))
 
 
 def _mdp_engine(config, g) -> str:
@@ -256,7 +256,7 @@ _MDP = dict(
     make_trainer=_mdp_trainer,
     backbone=backbones.for_policy,
     depth_fn=_mdp_depth_fn,
-    record_fields=loop.record_fields,
+    record_fields=policy_gnn.record_fields,
     engine=_mdp_engine,
     graph=_mdp_graph,
     uses_eval_keys=True,

@@ -9,7 +9,6 @@ import pytest
 from policy_gnn_jax import graph
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones import gcn, readout
-from policy_gnn_jax.graph import propagation
 
 
 def dense_adjacency(ds) -> np.ndarray:
@@ -24,7 +23,7 @@ def dense_adjacency(ds) -> np.ndarray:
 def test_propagate_matches_dense(small_dataset, small_graph, key):
     h = jax.random.normal(key, (small_dataset.num_nodes, 5))
     want = dense_adjacency(small_dataset) @ np.asarray(h, np.float64)
-    np.testing.assert_allclose(propagation.propagate(small_graph, h), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(graph.propagate(small_graph, h), want, rtol=1e-4, atol=1e-5)
 
 
 def test_symmetric_vjp_matches_autodiff(small_graph, key):
@@ -36,7 +35,7 @@ def test_symmetric_vjp_matches_autodiff(small_graph, key):
         msg = h[small_graph.senders] * small_graph.weights[:, None]
         return jax.ops.segment_sum(msg, small_graph.receivers, small_graph.num_nodes)
 
-    g_custom = jax.grad(lambda h: jnp.sum(jnp.tanh(propagation.propagate(small_graph, h)) * w))(h)
+    g_custom = jax.grad(lambda h: jnp.sum(jnp.tanh(graph.propagate(small_graph, h)) * w))(h)
     g_plain = jax.grad(lambda h: jnp.sum(jnp.tanh(plain(h)) * w))(h)
     chex.assert_trees_all_close(g_custom, g_plain, rtol=1e-5, atol=1e-6)
 
@@ -163,7 +162,7 @@ def test_seed_batched_propagation_is_bit_identical_to_plain_vmap(small_graph, ke
     def loss(prop):
         return lambda h: jnp.sum(jnp.tanh(prop(small_graph, jnp.tanh(prop(small_graph, h)))))
 
-    ours = jax.jit(jax.vmap(jax.value_and_grad(loss(propagation.propagate))))(h)
+    ours = jax.jit(jax.vmap(jax.value_and_grad(loss(graph.propagate))))(h)
     reference = jax.jit(
         jax.vmap(jax.value_and_grad(loss(lambda g, x: _symmetric_reference(plain, x))))
     )(h)

@@ -15,7 +15,7 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import graph
 from policy_gnn_jax.backbones import gcn
 from policy_gnn_jax.graph import gather_matmul
-from policy_gnn_jax.mdp import action_buffers, env, loop
+from policy_gnn_jax.mdp import action_buffers, env, policy_gnn
 from policy_gnn_jax.runtime import runner
 
 
@@ -82,8 +82,8 @@ def test_a_run_on_gather_kernels_is_close_to_scatter_and_reproducible(small_data
     runs = {}
     for kernels in ("scatter", "gather", "gather"):
         g = graph.from_dataset(small_dataset, kernels)
-        agent = loop.make_agent(cfg, g)
-        trainer = loop.make_trainer(cfg, g, hops, agent=agent)
+        agent = policy_gnn.make_agent(cfg, g)
+        trainer = policy_gnn.make_trainer(cfg, g, hops, agent=agent)
         _, metrics, _ = runner.run_trainer(trainer, runner.seed_keys(0, 2), progress=False)
         runs.setdefault(kernels, []).append(metrics)
     chex.assert_trees_all_equal(runs["gather"][0], runs["gather"][1])  # same bits on CPU

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from policy_gnn_jax import config, data, graph
-from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.mdp import policy_gnn
 from policy_gnn_jax.runtime import runner
 
 
@@ -31,7 +31,7 @@ def _run(ds, g, hops, random_policy):
         input_dropout=0.0,
         random_policy=random_policy,
     )
-    t = loop.make_trainer(cfg, g, hops)
+    t = policy_gnn.make_trainer(cfg, g, hops)
     _, _, results = runner.run_trainer(t, runner.seed_keys(0, 2), progress=False)
     return results
 

@@ -8,7 +8,7 @@ import pytest
 from absl.testing import parameterized
 
 from policy_gnn_jax import config
-from policy_gnn_jax.agents import dqn, normaliser, replay
+from policy_gnn_jax.agents import dqn, qnet, replay
 from policy_gnn_jax.mdp import action_buffers
 
 
@@ -66,22 +66,22 @@ class ActionBufferTest(chex.TestCase):
 
 def test_normaliser_equals_numpy_over_last_window(key):
     features = jax.random.normal(key, (50, 6)) * 3 + 1
-    state = normaliser.init(window=20, num_nodes=features.shape[0])
+    state = qnet.init_normaliser(window=20, num_nodes=features.shape[0])
     seen = []
     for step in range(4):
         nodes = jax.random.randint(jax.random.fold_in(key, step), (7,), 0, 50)
-        state = normaliser.update(state, nodes)
+        state = qnet.update_normaliser(state, nodes)
         seen.extend(np.asarray(nodes).tolist())
     rows = np.asarray(features)[seen[-20:]]
-    mean, std = normaliser.statistics(state, features)
+    mean, std = qnet.statistics(state, features)
     np.testing.assert_allclose(mean, rows.mean(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(std, rows.std(0), rtol=1e-4)
 
 
 def test_normaliser_partial_window_and_constant_feature():
     features = jnp.array([[1.0, 5.0], [3.0, 5.0], [100.0, 5.0]])
-    state = normaliser.update(normaliser.init(10, features.shape[0]), jnp.array([0, 1]))
-    mean, std = normaliser.statistics(state, features)
+    state = qnet.update_normaliser(qnet.init_normaliser(10, features.shape[0]), jnp.array([0, 1]))
+    mean, std = qnet.statistics(state, features)
     np.testing.assert_allclose(mean, [2.0, 5.0])
     np.testing.assert_allclose(std, [1.0, 1.0])  # column 2 has zero spread: left unscaled
 
@@ -158,15 +158,15 @@ def test_window_counts_and_sparse_statistics_equal_numpy(key):
     """Wrap-around, repeats in the window, and a step wider than the window."""
     x = _sparse_features(key)
     x[:, 0] = 0.7  # a constant feature: zero spread, left unscaled (std 1)
-    state = normaliser.init(window=16, num_nodes=x.shape[0])
+    state = qnet.init_normaliser(window=16, num_nodes=x.shape[0])
     seen = []
     for step, width in enumerate([5, 7, 9, 20, 3]):
         nodes = jax.random.randint(jax.random.fold_in(key, step), (width,), 0, x.shape[0])
-        state = normaliser.update(state, nodes)
+        state = qnet.update_normaliser(state, nodes)
         seen.extend(np.asarray(nodes).tolist())
         window = seen[-16:]
         np.testing.assert_array_equal(state.counts, np.bincount(window, minlength=x.shape[0]))
-        mean, std = normaliser.statistics_sparse(state, *_coo(x), x.shape[1])
+        mean, std = qnet.statistics_sparse(state, *_coo(x), x.shape[1])
         rows = x[window]
         want_std = np.where(rows.std(0) < 1e-6, 1.0, rows.std(0))
         np.testing.assert_allclose(mean, rows.mean(0), rtol=1e-5, atol=1e-7)
@@ -176,7 +176,7 @@ def test_window_counts_and_sparse_statistics_equal_numpy(key):
 
 def test_sparse_statistics_of_an_empty_window():
     x = np.eye(4, dtype=np.float32)
-    mean, std = normaliser.statistics_sparse(normaliser.init(8, 4), *_coo(x), 4)
+    mean, std = qnet.statistics_sparse(qnet.init_normaliser(8, 4), *_coo(x), 4)
     np.testing.assert_array_equal(mean, np.zeros(4))
     np.testing.assert_array_equal(std, np.ones(4))
 

@@ -18,7 +18,7 @@ import pytest
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli, fixed_depth, graph
 from policy_gnn_jax.agents import replay
-from policy_gnn_jax.mdp import action_buffers, audit, env, loop
+from policy_gnn_jax.mdp import action_buffers, audit, env, loop, policy_gnn
 from policy_gnn_jax.runtime import outputs, runner
 
 # A generated graph the CLI can build quickly: 1600 nodes covers csbm's default splits.
@@ -67,7 +67,7 @@ def test_exactly_the_episodes_and_epochs_asked(small_dataset, small_graph):
     cfg = pg.Config.tiny(num_episodes=3, episodes_per_call=2)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
     _, metrics, results = runner.run_trainer(
-        loop.make_trainer(cfg, small_graph, hops), runner.seed_keys(0, 2), progress=False
+        policy_gnn.make_trainer(cfg, small_graph, hops), runner.seed_keys(0, 2), progress=False
     )
     chex.assert_shape(metrics["val_accuracy"], (2, 3))
     assert np.all(results["best_step"] < cfg.num_steps)
@@ -269,13 +269,13 @@ def test_benchmarks_refuse_bad_input_with_an_error_line(experiment, capsys, scri
 def random_audit_context(small_dataset, small_graph):
     cfg = pg.Config.tiny(random_policy=True, audit=True)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    return loop.make_context(cfg, small_graph), env.mdp_data(small_graph, hops)
+    return policy_gnn.make_context(cfg, small_graph), env.mdp_data(small_graph, hops)
 
 
 def test_one_mdp_step_alone(random_audit_context):
     ctx, data = random_audit_context
     state = loop.init(ctx, data, jax.random.key(0))
-    new, metrics = jax.jit(lambda d, s: loop.mdp_step(ctx, d, s))(data, state)
+    new, (metrics, _, _) = jax.jit(lambda d, s: loop.mdp_step(ctx, d, s))(data, state)
     assert int(new.step) == 1 and float(new.best.val_accuracy) == float(metrics["val_accuracy"])
     assert int(metrics["action_counts"].sum()) == ctx.env.num_walkers
     chex.assert_trees_all_equal_shapes(new, state)
@@ -324,11 +324,11 @@ def test_backbone_too_shallow_for_the_policy_is_refused(small_dataset, small_gra
     shallow = pg.gcn_backbone(cfg, small_graph, max_depth=cfg.max_depth - 1)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
     with pytest.raises(pg.ConfigError, match=r"the backbone computes depths 1\.\.2 but the policy"):
-        loop.make_trainer(cfg, small_graph, hops, backbone=shallow)
+        policy_gnn.make_trainer(cfg, small_graph, hops, backbone=shallow)
     # A backbone that starts above the policy's lowest depth is refused too.
     high = pg.gcn_backbone(cfg, small_graph, min_depth=cfg.min_depth + 1)
     with pytest.raises(pg.ConfigError, match="min_depth <= config.min_depth"):
-        loop.make_trainer(cfg, small_graph, hops, backbone=high)
+        policy_gnn.make_trainer(cfg, small_graph, hops, backbone=high)
 
 
 def test_config_replace_is_validated():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from policy_gnn_jax import config, fixed_depth, graph
-from policy_gnn_jax.mdp import audit, loop
+from policy_gnn_jax.mdp import audit, policy_gnn
 from policy_gnn_jax.runtime import runner
 
 
@@ -20,7 +20,7 @@ from policy_gnn_jax.runtime import runner
 def policy_setup(small_dataset, small_graph):
     cfg = config.Config.tiny()
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    trainer = loop.make_trainer(cfg, small_graph, hops)
+    trainer = policy_gnn.make_trainer(cfg, small_graph, hops)
     return cfg, hops, trainer
 
 
@@ -68,7 +68,7 @@ def test_test_labels_are_read_only_at_the_end(small_dataset, policy_setup):
     g_perm = g.replace(labels=jnp.asarray(labels))
     keys = runner.seed_keys(3, 2)
     m_a, r_a = _run(trainer, keys)
-    m_b, r_b = _run(loop.make_trainer(cfg, g_perm, hops), keys)
+    m_b, r_b = _run(policy_gnn.make_trainer(cfg, g_perm, hops), keys)
     chex.assert_trees_all_equal(m_a, m_b)  # training never saw the test labels
     chex.assert_trees_all_equal(r_a["val_accuracy"], r_b["val_accuracy"])
     assert not np.array_equal(r_a["test_accuracy"], r_b["test_accuracy"])
@@ -77,7 +77,7 @@ def test_test_labels_are_read_only_at_the_end(small_dataset, policy_setup):
 def test_policy_gnn_learns_and_reports(policy_setup, small_dataset):
     cfg, hops, _ = policy_setup
     cfg = dataclasses.replace(cfg, num_episodes=20, episodes_per_call=10)
-    trainer = loop.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
+    trainer = policy_gnn.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
     metrics, results = _run(trainer, runner.seed_keys(0, 2))
     chex.assert_shape(metrics["val_accuracy"], (2, 20))
     assert metrics["gcn_trained"].mean() > 0  # buffers fill and the GCN trains
@@ -89,7 +89,7 @@ def test_policy_gnn_learns_and_reports(policy_setup, small_dataset):
 def test_walk_transition_and_random_policy_run(policy_setup, small_dataset):
     cfg, hops, _ = policy_setup
     cfg = dataclasses.replace(cfg, transition="walk", random_policy=True, num_episodes=2)
-    trainer = loop.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
+    trainer = policy_gnn.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
     metrics, results = _run(trainer, runner.seed_keys(0, 1))
     np.testing.assert_allclose(metrics["epsilon"], 1.0)
     assert results["test_depth_counts"].min() > 0  # random depths use every action
@@ -99,7 +99,7 @@ def test_episodes_before_the_first_dqn_update_are_not_an_error(small_dataset, po
     """15 walkers x 5 steps = 75 transitions < batch 100: episode 1 has no DQN update."""
     cfg, hops, _ = policy_setup
     cfg = dataclasses.replace(cfg, batch_size=100, num_episodes=2)
-    trainer = loop.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
+    trainer = policy_gnn.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
     metrics, _ = _run(trainer, runner.seed_keys(0, 1))
     np.testing.assert_array_equal(metrics["dqn_updates"][0, 0], 0)
     assert metrics["dqn_updates"][0, 1] > 0
@@ -143,7 +143,7 @@ def test_audit_leaves_the_honest_run_unchanged(policy_setup, small_dataset):
     cfg, hops, trainer = policy_setup
     keys = runner.seed_keys(5, 2)
     m_plain, r_plain = _run(trainer, keys)
-    audited = loop.make_trainer(
+    audited = policy_gnn.make_trainer(
         dataclasses.replace(cfg, audit=True), graph.from_dataset(small_dataset), hops
     )
     m_audit, r_audit = _run(audited, keys)

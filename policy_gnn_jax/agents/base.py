@@ -23,6 +23,11 @@ AgentState = Any  # a pytree
 Policy = Any  # a pytree
 
 
+def mean_over_steps(metrics: dict) -> dict:
+    """Each metric's mean over an episode's steps."""
+    return {name: jnp.mean(values, axis=0) for name, values in metrics.items()}
+
+
 class Agent(NamedTuple):
     """A meta-policy as pure functions. W walkers, M nodes, A actions; `g` is the graph (a
     node's state is read from it: for the DQN, its feature row), passed, never closed over.
@@ -33,8 +38,10 @@ class Agent(NamedTuple):
         choice for the walkers, and the policy that the greedy choices of this step follow.
       depths: (key, policy, g, nodes [M]) -> depths [M]: the policy's evaluation choice.
       learn: (key, state, policy, g, transition of [W] node ids, step []) -> (state, metrics):
-        the metrics are scalars: `td_loss`, `dqn_updates`, `epsilon`, `agent_finite`.
+        scalars of the agent's choosing; a boolean `agent_finite` lets a divergence be blamed
+        on the agent.
       num_actions: A.
+      summarise: an episode's `learn` metrics [T] -> one value each (default: the mean).
     """
 
     init: Callable[[jax.Array, Any], tuple[AgentState, Policy]]
@@ -42,10 +49,24 @@ class Agent(NamedTuple):
     depths: Callable[[jax.Array, Policy, Any, jax.Array], jax.Array]
     learn: Callable[..., tuple[AgentState, dict]]
     num_actions: int
+    summarise: Callable[[dict], dict] = mean_over_steps
+
+
+def learning_summary(metrics: dict) -> dict:
+    """The DQN's `learn` metrics per episode: the mean epsilon, the updates made, the mean TD
+    loss over the steps that made one, and whether the Q-network stayed finite."""
+    updated = metrics["dqn_updates"] > 0
+    td_sum = jnp.sum(jnp.where(updated, metrics["td_loss"], 0.0))
+    return {
+        "epsilon": jnp.mean(metrics["epsilon"], axis=0),
+        "dqn_updates": metrics["dqn_updates"].sum(0),
+        "td_loss": td_sum / jnp.maximum(updated.sum(), 1),
+        "agent_finite": jnp.all(metrics["agent_finite"]),
+    }
 
 
 def idle_metrics(epsilon: float) -> dict:
-    """The learn metrics of an agent that does not learn."""
+    """The learn metrics of an agent that does not learn (`learning_summary` reads them)."""
     return {
         "td_loss": jnp.zeros((), jnp.float32),
         "dqn_updates": jnp.zeros((), jnp.int32),
@@ -86,4 +107,5 @@ def random_agent(min_depth: int, max_depth: int) -> Agent:
         depths=functools.partial(_random_depths, min_depth, max_depth),
         learn=_idle_learn,
         num_actions=num_actions,
+        summarise=learning_summary,
     )

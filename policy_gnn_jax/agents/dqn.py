@@ -18,7 +18,7 @@ from flax.training import train_state
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
-from policy_gnn_jax.agents import normaliser, qnet, replay
+from policy_gnn_jax.agents import qnet, replay
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
@@ -124,7 +124,7 @@ def update(state: DQNState, s_tm1, a_tm1, r_t, s_t, gamma: float, target_period:
 class DQNAgentState:
     dqn: DQNState
     replay: replay.ReplayState
-    normaliser: normaliser.NormaliserState
+    normaliser: qnet.NormaliserState
 
 
 @struct.dataclass
@@ -155,15 +155,13 @@ def q_values(ctx: DQNContext, policy: DQNPolicy, g, nodes: jax.Array) -> jax.Arr
 def _q_of(ctx: DQNContext, g, params, mean, std, nodes) -> jax.Array:
     if ctx.sparse_states:
         return qnet.apply_sparse(params, g.feat_ell_idx[nodes], g.feat_ell_val[nodes], mean, std)
-    return ctx.model.apply(params, normaliser.normalise(g.features[nodes], mean, std))
+    return ctx.model.apply(params, qnet.normalise(g.features[nodes], mean, std))
 
 
-def window_statistics(ctx: DQNContext, g, norm: normaliser.NormaliserState):
+def window_statistics(ctx: DQNContext, g, norm: qnet.NormaliserState):
     if ctx.sparse_statistics:
-        return normaliser.statistics_sparse(
-            norm, g.feat_rows, g.feat_cols, g.feat_vals, g.num_features
-        )
-    return normaliser.statistics(norm, g.features)
+        return qnet.statistics_sparse(norm, g.feat_rows, g.feat_cols, g.feat_vals, g.num_features)
+    return qnet.statistics(norm, g.features)
 
 
 def agent_init(ctx: DQNContext, key: jax.Array, g) -> tuple[DQNAgentState, DQNPolicy]:
@@ -181,7 +179,7 @@ def agent_init(ctx: DQNContext, key: jax.Array, g) -> tuple[DQNAgentState, DQNPo
     agent_state = DQNAgentState(
         dqn=state,
         replay=replay.init(ctx.config.replay_capacity),
-        normaliser=normaliser.init(ctx.config.normaliser_window, g.num_nodes),
+        normaliser=qnet.init_normaliser(ctx.config.normaliser_window, g.num_nodes),
     )
     policy = DQNPolicy(params, jnp.zeros(num_features), jnp.ones(num_features))
     return agent_state, policy
@@ -189,7 +187,7 @@ def agent_init(ctx: DQNContext, key: jax.Array, g) -> tuple[DQNAgentState, DQNPo
 
 def agent_act(ctx: DQNContext, key, state: DQNAgentState, g, nodes, step):
     """Records the walkers' states in the normaliser, then acts epsilon-greedily on Q."""
-    norm = normaliser.update(state.normaliser, nodes)
+    norm = qnet.update_normaliser(state.normaliser, nodes)
     mean, std = window_statistics(ctx, g, norm)
     policy = DQNPolicy(state.dqn.params, mean, std)
     epsilon = epsilon_schedule(ctx.config)(step)
@@ -288,4 +286,5 @@ def dqn_agent(
         depths=functools.partial(agent_depths, ctx),
         learn=functools.partial(agent_learn, ctx),
         num_actions=config.num_actions,
+        summarise=agent_lib.learning_summary,
     )

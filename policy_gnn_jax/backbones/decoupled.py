@@ -34,7 +34,6 @@ import jraph
 
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base as backbone_lib
-from policy_gnn_jax.graph import propagation
 
 
 def propagate_depths(g: graph_lib.Graph, z0: jax.Array, alpha: float, min_depth: int, max_depth):
@@ -42,7 +41,7 @@ def propagate_depths(g: graph_lib.Graph, z0: jax.Array, alpha: float, min_depth:
     out = [z0] if min_depth == 0 else []
     z = z0
     for k in range(1, max_depth + 1):
-        z = propagation.propagate(g, z)
+        z = graph_lib.propagate(g, z)
         if alpha:
             z = (1.0 - alpha) * z + alpha * z0
         if k >= min_depth:
@@ -73,7 +72,7 @@ class DecoupledGCN(nn.Module):
         init = nn.initializers.glorot_uniform()
         w_1 = self.param("w_1", init, (g.num_features, self.hidden))
         b_1 = self.param("b_1", nn.initializers.zeros, (self.hidden,))
-        h = propagation.dropped_feature_matmul(g, w_1, self.input_dropout, train) + b_1
+        h = graph_lib.dropped_feature_matmul(g, w_1, self.input_dropout, train) + b_1
         if self.layer_norm:
             h = nn.LayerNorm(name="norm")(h)
         h = nn.Dropout(self.dropout, deterministic=not train)(nn.relu(h))

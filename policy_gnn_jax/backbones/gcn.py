@@ -14,7 +14,7 @@ import jraph
 
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import base
-from policy_gnn_jax.graph.propagation import dropped_feature_matmul, propagate
+from policy_gnn_jax.graph.graph import dropped_feature_matmul, propagate
 
 
 class SharedGCN(nn.Module):

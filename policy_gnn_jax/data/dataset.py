@@ -4,7 +4,7 @@
 (directed edges made symmetric, self-loops and duplicates dropped, saying what changed) and refuse
 what cannot be repaired with a `ValueError` that names the problem and the fix. `Dataset` runs the
 same checks at construction, and `graph.from_dataset` runs them again before anything reaches the
-device, because the fast propagation rule (`gcn.propagate`) is only correct for a symmetric,
+device, because the fast propagation rule (`graph.propagate`) is only correct for a symmetric,
 receiver-sorted adjacency: a directed input would otherwise train on silently wrong gradients.
 """
 

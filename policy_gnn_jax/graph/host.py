@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from policy_gnn_jax import data
+from policy_gnn_jax.graph import build
 from policy_gnn_jax.graph import graph as graph_lib
 
 
@@ -85,7 +86,7 @@ class HostStore:
         )
         rows = sp.csr_matrix(rows, dtype=np.float32)
         rows.sort_indices()
-        idx, val = graph_lib.padded_rows(rows.indptr, rows.indices, rows.data)
+        idx, val = build.padded_rows(rows.indptr, rows.indices, rows.data)
         width = self.row_width
         out_idx = np.zeros((len(ids), width), np.int32)
         out_val = np.zeros((len(ids), width), np.float32)
@@ -103,7 +104,7 @@ def widest_row(features) -> int:
     widest, step = 0, max(1, 2**22 // max(features.shape[1], 1))
     for start in range(0, features.shape[0], step):
         widest = max(widest, int(np.count_nonzero(features[start : start + step], 1).max()))
-        if not graph_lib.sparse_rows_pay(widest, features.shape[1]):
+        if not build.sparse_rows_pay(widest, features.shape[1]):
             break
     return widest
 
@@ -116,7 +117,7 @@ def split_graph(ds: data.Dataset, kernels: str = "auto") -> graph_lib.Graph:
     and neighbour lists rely on a symmetric, receiver-sorted edge list."""
     data.validate(ds)
     widest = widest_row(ds.features)
-    sparse_rows = graph_lib.sparse_rows_pay(widest, ds.num_features)
+    sparse_rows = build.sparse_rows_pay(widest, ds.num_features)
     store = HostStore(ds, sparse_rows, max(1, widest) if sparse_rows else 0)
     ids = store.split_nodes
     local = {name: np.searchsorted(ids, getattr(ds, f"{name}_index")) for name in SPLITS}
@@ -132,7 +133,7 @@ def split_graph(ds: data.Dataset, kernels: str = "auto") -> graph_lib.Graph:
         num_classes=ds.num_classes,
         metric=ds.metric,
     )
-    g = graph_lib.from_dataset(part, kernels)
+    g = build.from_dataset(part, kernels)
     if sparse_rows:  # the whole graph's row width: padding changes no sum, but keep the shape
         idx, val = store.padded_rows(ids)
         g = g.replace(feat_ell_idx=jnp.asarray(idx), feat_ell_val=jnp.asarray(val))

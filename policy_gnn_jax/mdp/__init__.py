@@ -1,8 +1,11 @@
 """The MDP: the backbone's training is the environment, the agent picks each node's depth.
 
 - `loop.py`: one MDP step (`mdp_step`: act -> env.step -> learn -> keep the best snapshot) and
-  the one-scan loop over a static context; `make_trainer` assembles it for the runtime;
-- `env.py`: the environment (walkers, action buffers, backbone training, reward, transitions);
+  the one-scan loop over a static context, the graph passed as data;
+- `env.py`: the environment (walkers, backbone training on the action buffers, reward,
+  transitions) and the full engine;
 - `action_buffers.py`: the per-depth buffers of nodes waiting to train the backbone;
+- `subgraph_engine.py`: the subgraph and host engines behind `env.Engine`;
+- `policy_gnn.py`: the loop wired for a config (`make_trainer`) and its record;
 - `audit.py`: the released code's test metric, an optional observer that feeds nothing back.
 """

@@ -70,7 +70,7 @@ class StepOutput(NamedTuple):
 
 
 class Engine(NamedTuple):
-    """How the backbone meets the graph, chosen once per run (`loop.make_context`): the full
+    """How the backbone meets the graph, chosen once per run (`policy_gnn.make_context`): the full
     engine (`FULL_ENGINE`, below) runs it on the whole graph; the subgraph and host engines
     (`mdp/subgraph_engine.py`) on sampled neighbourhoods. The step never asks which it has.
 

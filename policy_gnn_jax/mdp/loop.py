@@ -7,32 +7,26 @@ One MDP step (`mdp_step`) reads top to bottom as
 Every function here is pure and top level over a static `LoopContext` and takes the graph as data
 (`env.MDPData`); the backbone, the agent and the engine are reached only through their
 interfaces, and the audit is an optional observer of the step (`audit.Observer`).
-`make_trainer` wires them for a config and returns a `Trainer` that the runner jits, vmaps over
+`mdp/policy_gnn.py` wires them for a config into a `Trainer` that the runner jits, vmaps over
 seeds and drives chunk by chunk.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
-from policy_gnn_jax import backbones, metrics
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import graph as graph_lib
+from policy_gnn_jax import metrics
 from policy_gnn_jax.agents import base as agent_lib
-from policy_gnn_jax.agents import dqn, replay
+from policy_gnn_jax.agents import replay
 from policy_gnn_jax.backbones import base as backbone_lib
-from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import audit as audit_lib
-from policy_gnn_jax.mdp import env, subgraph_engine
-from policy_gnn_jax.runtime import records
-from policy_gnn_jax.runtime.trainer import Trainer
+from policy_gnn_jax.mdp import env
 from policy_gnn_jax.treeutil import tree_select
 
 
@@ -76,7 +70,8 @@ def init(ctx: LoopContext, data: env.MDPData, key: jax.Array) -> RunnerState:
 
 
 def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
-    """One MDP step for all walkers. Returns the new state and this step's scalar metrics."""
+    """One MDP step for all walkers. Returns the new state and this step's scalar metrics: the
+    loop's own, the agent's (`learn`'s) and the observer's, each summarised by its owner."""
     # The first five subkeys are those of `split(key, 5)`: the observer's is extra.
     key, k_act, k_val, k_env, k_learn, k_observe = jax.random.split(rs.key, 6)
     g, nodes = data.graph, rs.env.nodes
@@ -94,11 +89,12 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
         "gcn_loss": out.gcn_loss,
         "backbone_finite": out.backbone_finite,
         "action_counts": jnp.bincount(actions, length=ctx.agent.num_actions),
-        **learned,
     }
+    observed = {}
     if ctx.observer is not None:
-        metrics.update(ctx.observer.observe(k_observe, g, env_state.params, policy))
-    return RunnerState(agent_state, env_state, best, key, rs.step + 1), metrics
+        observed = ctx.observer.observe(k_observe, g, env_state.params, policy)
+    new = RunnerState(agent_state, env_state, best, key, rs.step + 1)
+    return new, (metrics, learned, observed)
 
 
 def keep_best(best: Snapshot, acc, params, policy, step) -> Snapshot:
@@ -106,29 +102,25 @@ def keep_best(best: Snapshot, acc, params, policy, step) -> Snapshot:
     return tree_select(acc > best.val_accuracy, Snapshot(params, policy, acc, step), best)
 
 
-def summarise_episode(ctx: LoopContext, metrics: dict) -> dict:
-    """Per-step metrics [T, ...] -> one value per episode."""
-    trained = metrics["gcn_trained"]
-    updated = metrics["dqn_updates"] > 0
-    # nanmean (nothing here is NaN by design) keeps earlier runs' curves bit-identical.
-    summary = {
-        name: jnp.nanmean(metrics[name], axis=0)
-        for name in ("val_accuracy", "reward", "epsilon", "gcn_trained")
-    }
+def summarise_episode(ctx: LoopContext, per_step: tuple) -> dict:
+    """Per-step metrics [T, ...] -> one value per episode: the loop's own here, the agent's and
+    the observer's by their `summarise`."""
+    metrics, learned, observed = per_step
+    summary = {name: jnp.mean(metrics[name], axis=0) for name in ("val_accuracy", "reward")}
     summary.update(
+        gcn_trained=jnp.mean(metrics["gcn_trained"], axis=0),
         action_counts=metrics["action_counts"].sum(0),
-        dqn_updates=metrics["dqn_updates"].sum(0),
-        td_loss=_mean_where(metrics["td_loss"], updated),
-        gcn_loss=_mean_where(metrics["gcn_loss"], trained),
+        gcn_loss=mean_where(metrics["gcn_loss"], metrics["gcn_trained"]),
         backbone_finite=jnp.all(metrics["backbone_finite"]),
-        agent_finite=jnp.all(metrics["agent_finite"]),
+        **ctx.agent.summarise(learned),
     )
     if ctx.observer is not None:
-        summary.update(ctx.observer.summarise(metrics))
+        summary.update(ctx.observer.summarise(observed))
     return summary
 
 
-def _mean_where(values: jax.Array, mask: jax.Array) -> jax.Array:
+def mean_where(values: jax.Array, mask: jax.Array) -> jax.Array:
+    """The mean of `values` where `mask` holds; 0 where it never does."""
     return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.maximum(mask.sum(), 1)
 
 
@@ -176,106 +168,3 @@ def evaluate(ctx: LoopContext, data: env.MDPData, rs: RunnerState) -> dict:
 
 def selected(rs: RunnerState):
     return rs.best.params, rs.best.policy
-
-
-def make_agent(config: config_lib.Config, g: graph_lib.Graph) -> agent_lib.Agent:
-    """The config's agent: the random policy or the DQN."""
-    if config.random_policy:
-        return agent_lib.random_agent(config.min_depth, config.max_depth)
-    return dqn.dqn_agent(config, g)
-
-
-def make_context(
-    config: config_lib.Config,
-    g: graph_lib.Graph,
-    backbone: backbone_lib.Backbone | None = None,
-    agent: agent_lib.Agent | None = None,
-) -> LoopContext:
-    """Wires the loop for `g`'s shapes: the config's backbone and agent unless others are
-    given, and the engine (`subgraph.use_subgraphs`), chosen here once."""
-    backbone = backbone or backbones.for_policy(config, g)
-    agent = agent or make_agent(config, g)
-    if subgraph.use_subgraphs(config, g):
-        env_ctx = subgraph_engine.make_context(config, g, backbone)
-    else:
-        env_ctx = env.make_context(config, g, backbone)
-    observer = audit_lib.make_audit(config, backbone, agent) if config.audit else None
-    return LoopContext(config, env_ctx, agent, observer)
-
-
-def make_trainer(
-    config: config_lib.Config,
-    g: graph_lib.Graph,
-    train_hops: np.ndarray,
-    backbone: backbone_lib.Backbone | None = None,
-    agent: agent_lib.Agent | None = None,
-) -> Trainer:
-    """Policy-GNN (or the random policy when `config.random_policy`) as a `Trainer` on `g`."""
-    ctx = make_context(config, g, backbone, agent)
-    return Trainer(
-        init=functools.partial(init, ctx),
-        train_chunk=functools.partial(train_chunk, ctx),
-        evaluate=functools.partial(evaluate, ctx),
-        selected=selected,
-        data=env.mdp_data(g, train_hops),
-        total=config.num_episodes,
-        per_call=min(config.episodes_per_call, config.num_episodes),
-        unit="episode",
-    )
-
-
-def _check_agent_choices(config, metrics, results) -> None:
-    """An agent's actions and depths inside the config's range, or an error naming which: out
-    of range, a depth would be clamped by the gather and an action counted nowhere, and the
-    record would describe another run than the one that ran."""
-    depths = np.asarray(results["test_depths"])
-    outside = (depths < config.min_depth) | (depths > config.max_depth)
-    if outside.any():
-        raise config_lib.ConfigError(
-            f"the agent's depths() returned {int(depths[outside][0])}, outside the config's "
-            f"depths {config.min_depth}..{config.max_depth}: it must return depths in that range."
-        )
-    per_step = np.asarray(metrics["action_counts"]).sum(-1)  # walkers whose action was counted
-    if per_step.size and (per_step.min() != per_step.max() or per_step.max() == 0):
-        raise config_lib.ConfigError(
-            f"the agent's act() returned actions outside 0..{config.num_actions - 1} (the "
-            f"config's {config.num_actions} depths) at some steps: it must return action indices "
-            f"in that range."
-        )
-
-
-def _never_trained(config, metrics) -> dict:
-    """A run in which some seed's backbone never took a step (no action buffer filled) finishes,
-    but says so: a warning, and the record's `warnings`. Its test score is an untrained GCN's."""
-    trained = metrics["gcn_trained"].reshape(metrics["gcn_trained"].shape[0], -1).sum(1)
-    never = int((trained == 0).sum())
-    if not never:
-        return {}
-    message = (
-        f"the backbone never trained in {never} of {trained.size} seeds: no action buffer "
-        f"reached Config.buffer_size={config.buffer_size} (--buffer-size) in "
-        f"{config.num_episodes} episodes of {config.steps_per_episode} steps. Lower buffer_size "
-        f"or run more episodes; these test scores are an untrained backbone's."
-    )
-    warnings.warn(message, stacklevel=2)
-    return {"warnings": [message]}
-
-
-def record_fields(config, metrics, results) -> dict:
-    _check_agent_choices(config, metrics, results)
-    audit = audit_lib.record_fields(metrics, results) if config.audit else {}
-    return {
-        **audit,
-        **_never_trained(config, metrics),
-        **records.depth_fields(config, results),
-        "val_accuracy_curve": {
-            "per_episode_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
-            "per_seed": metrics["val_accuracy"].tolist(),
-        },
-        "best_step": results["best_step"].tolist(),
-        "test_depths": results["test_depths"].tolist(),
-        "gcn_updates_per_step": float(metrics["gcn_trained"].mean()),
-        "train_action_share": (
-            metrics["action_counts"].sum((0, 1)) / max(1, metrics["action_counts"].sum())
-        ).tolist(),
-    }
