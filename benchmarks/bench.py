@@ -99,10 +99,10 @@ def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
     idx = jnp.arange(cfg.batch_size) % g.num_nodes
     mean, std = jnp.zeros(g.num_features), jnp.ones(g.num_features)
 
-    dqn_ctx = dqn.DQNContext(q_model, g, cfg, sparse_states, False)
+    dqn_ctx = dqn.DQNContext(q_model, cfg, sparse_states, False)
 
     def q_of(p):
-        return dqn.q_values(dqn_ctx, dqn.DQNPolicy(p, mean, std), idx)
+        return dqn.q_values(dqn_ctx, dqn.DQNPolicy(p, mean, std), g, idx)
 
     def dqn_update(s):
         actions, rewards = idx % cfg.num_actions, idx * 0.1

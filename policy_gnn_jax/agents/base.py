@@ -82,8 +82,8 @@ def _random_init(key, g):
 
 def _random_act(num_actions: int, key, state, g, nodes, step):
     del g, step
-    # The same draws as dqn.epsilon_greedy with epsilon 1 (explore, then a uniform action), so
-    # the random policy reproduces the runs made when it was the DQN loop with epsilon 1.
+    # The same draws as dqn.epsilon_greedy at epsilon 1 (explore, then a uniform action): the
+    # random policy is the DQN loop held at epsilon 1, without training a Q-network it ignores.
     _, k_random = jax.random.split(key)
     return state, (), jax.random.randint(k_random, nodes.shape, 0, num_actions)
 

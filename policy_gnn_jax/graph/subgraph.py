@@ -109,7 +109,7 @@ class Sampler:
         targets = np.asarray(target_nodes)[mask].astype(np.int64)
         if self.store is not None:
             targets = self.store.split_nodes[targets]
-        entropy = np.asarray(seed, np.uint64)  # as it always was: runs keep their bits
+        entropy = np.asarray(seed, np.uint64)
         if per_target:
             entropy = np.concatenate([entropy, targets.astype(np.uint64)])
         rng = np.random.default_rng(entropy)
