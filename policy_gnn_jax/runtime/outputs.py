@@ -316,12 +316,6 @@ class FolderLock:
         FolderLock._held[self.key] = [1, fd]
         return self
 
-    @classmethod
-    def holds(cls, folder) -> bool:
-        """Whether this thread already holds `folder`'s lock."""
-        path = real_path(folder) / LOCK_NAME
-        return (path, threading.get_ident()) in cls._held
-
     def __exit__(self, *exc) -> None:
         held = FolderLock._held.get(self.key)
         if held is None:

@@ -106,9 +106,3 @@ class FileSteps:
     def close(self) -> None:
         pass
 
-
-def is_file_step(path: pathlib.Path) -> bool:
-    """A step `FileSteps` wrote, or one it was writing."""
-    if ".partial-" in path.name:
-        return path.name.split(".partial-")[0].isdigit()
-    return path.name.isdigit() and (path / "meta.json").is_file()
