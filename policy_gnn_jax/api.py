@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import data, fits, methods
+from policy_gnn_jax import custom_parts, data, fits, methods
 from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones.base import Backbone
 from policy_gnn_jax.mdp import loop
@@ -91,7 +91,7 @@ def fit(
     low, high = processes.seed_block(seeds)  # all of them in one process
     keys = runner.seed_keys(seed, seeds)[low:high]
     g = entry.graph(config, dataset)  # validates the dataset again: nothing unchecked reaches jit
-    _check_backbone_graph(backbone, g, dataset)
+    agent_metrics = custom_parts.check(backbone, agent, g, dataset.num_classes, config)
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)
     ckpt = _checkpointer(checkpoint_dir, dataset, config, entry, seeds, seed, seed_mode,
                          backbone, agent)  # fmt: skip
@@ -103,7 +103,7 @@ def fit(
             keys,
             desc=f"{entry.describe(config)} on {dataset.name}",
             progress=progress,
-            hints=entry.divergence_hints(config, dataset),
+            hints=_hints(entry, config, dataset, backbone, agent_metrics),
             checkpoint=ckpt,
             checkpoint_every=checkpoint_every,
             devices=devices,
@@ -123,25 +123,16 @@ def fit(
     return fits.Fit.of(record, config, entry.name, dataset, *selected, **parts)
 
 
-def _check_backbone_graph(backbone, g, ds: data.Dataset) -> None:
-    """A custom backbone gives one row of logits per node of the graph it is given, one column
-    per class: one built for another class count would be scored against the wrong labels."""
-    if backbone is None or g.host is not None:
-        return
-    try:
-        params = jax.eval_shape(backbone.init, jax.random.key(0), g)
-        shape = jax.eval_shape(backbone.logits, params, g, None).shape
-    except Exception as err:  # the user's code: whatever it raises
-        raise config_lib.ConfigError(
-            f"the backbone could not be traced on {ds.name}'s graph ({type(err).__name__}: "
-            f"{' '.join(str(err).split())[:200]})."
-        ) from None
-    if len(shape) != 3 or tuple(shape[1:]) != (g.num_nodes, ds.num_classes):
-        raise config_lib.ConfigError(
-            f"the backbone's logits have shape {tuple(shape)} on {ds.name}, which has "
-            f"{g.num_nodes} nodes and {ds.num_classes} classes: they must be [depths, "
-            f"{g.num_nodes}, {ds.num_classes}] (build it for {ds.num_classes} classes)."
-        )
+def _hints(entry, config, ds: data.Dataset, backbone, agent_metrics) -> dict:
+    """The divergence fix per network: your own part's optimizer where you passed one (the
+    config's learning rates do not reach it)."""
+    hints = entry.divergence_hints(config, ds)
+    if backbone is not None:
+        hints["backbone"] = "Lower the learning rate of your backbone's optimizer (its optimizer)"
+    if agent_metrics is not None:
+        hints["agent"] = "Lower your agent's learning rate"
+        hints["agent_metrics"] = ("agent_finite", *agent_metrics)
+    return hints
 
 
 def _prepared(entry: methods.Method, config: config_lib.Config) -> config_lib.Config:

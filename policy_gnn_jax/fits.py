@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import data, graph, methods
+from policy_gnn_jax import data, graph, methods, metrics
 from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones.base import Backbone
@@ -113,6 +113,13 @@ class Fit:
                     f"text, lists or dicts of them."
                 ) from None
         return dataclasses.replace(self, record_text=json.dumps({**record, **fields}), _cache={})
+
+    # A fit cannot change: a copy is the fit itself (your own backbone or agent shared, as code).
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     def __reduce__(self):
         # Copies (pickle, copy.deepcopy) are made again through the constructor, read-only, and
@@ -280,6 +287,11 @@ def load(
     treedef = jax.tree.structure(like)
     shapes = [x.shape for x in jax.tree.leaves(like)]
     if [leaf.shape for leaf in leaves] != shapes:
+        if backbone is not None or agent is not None:
+            raise outputs.CheckpointError(
+                f"{out}/snapshots.npz does not match the backbone passed or the agent passed "
+                f"(other parameter shapes): pass the parts the fit was trained with."
+            )
         raise outputs.CheckpointError(
             f"{out}/snapshots.npz does not match its config: save again."
         )
@@ -295,7 +307,25 @@ def load(
         raise outputs.CheckpointError(
             f"{out}/results.json and fit.json describe different runs: save the fit again."
         )
+    if backbone is not None or agent is not None:
+        _check_recorded_scores(fitted, out)
     return fitted
+
+
+def _check_recorded_scores(fitted: Fit, out: pathlib.Path) -> None:
+    """Your own parts are code, which no file can fingerprint: a fit loaded with them must give
+    the test scores its record holds, or the parts are not the ones it was trained with."""
+    test = fitted.dataset.test_index
+    logits = fitted.predict_logits(test)  # [S, M, C]
+    labels = jnp.asarray(fitted.dataset.labels[test])
+    got = [float(metrics.score(jnp.asarray(row), labels, fitted.dataset.metric)) for row in logits]
+    want = fitted.record["test_accuracy"]["per_seed"]
+    if not np.allclose(got, want, rtol=0, atol=1e-5):
+        raise outputs.CheckpointError(
+            f"the backbone and agent passed do not give the recorded test scores of {out} "
+            f"({got[0]:.4f} against {want[0]:.4f} for seed index 0): pass the parts the fit was "
+            f"trained with."
+        )
 
 
 def _snapshot_structure(method: str, config, ds: data.Dataset, seeds: int, backbone, agent):

@@ -61,9 +61,11 @@ def train_loss(ctx: BaselineContext, params, g: graph_lib.Graph, key: jax.Array)
     return jnp.mean(ctx.backbone.loss(params, g, key, nodes, depths))
 
 
-def val_accuracy(ctx: BaselineContext, g: graph_lib.Graph, params) -> jax.Array:
+def val_accuracy(ctx: BaselineContext, g: graph_lib.Graph, params):
+    """(the validation score, whether the validation logits are finite)."""
     logits = ctx.backbone.logits(params, g, None)[ctx.depth - ctx.backbone.min_depth]
-    return metrics.score(logits[g.val_index], g.labels[g.val_index], g.metric)
+    val = logits[g.val_index]
+    return metrics.score(val, g.labels[g.val_index], g.metric), jnp.all(jnp.isfinite(val))
 
 
 def epoch_step(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, _=None):
@@ -73,7 +75,7 @@ def epoch_step(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, _
     loss, grads = jax.value_and_grad(loss_fn)(state.params, g, k_dropout)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    val = val_accuracy(ctx, g, params)
+    val, finite_logits = val_accuracy(ctx, g, params)
     better = val > state.best_val  # ties keep the earliest
     new = BaselineState(
         params=params,
@@ -84,7 +86,8 @@ def epoch_step(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, _
         best_epoch=jnp.where(better, state.epoch, state.best_epoch),
         best_params=tree_select(better, params, state.best_params),
     )
-    return new, {"loss": loss, "val_accuracy": val, "backbone_finite": all_finite(params)}
+    finite = all_finite(params) & finite_logits
+    return new, {"loss": loss, "val_accuracy": val, "backbone_finite": finite}
 
 
 def train_chunk(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, length: int):
@@ -117,6 +120,12 @@ def make_baseline(
 ) -> Trainer:
     """The fixed-depth trainer for `config.depth` over exactly `config.epochs` epochs."""
     backbone = backbone or backbones.for_fixed_depth(config, g)
+    if not backbone.min_depth <= config.depth <= backbone.max_depth:
+        raise config_lib.ConfigError(
+            f"the backbone computes depths {backbone.min_depth}..{backbone.max_depth}, but the "
+            f"fixed-depth method trains depth {config.depth} (Config.depth, --depth): build it "
+            f"to compute that depth."
+        )
     return epoch_trainer(
         BaselineContext(backbone, config.depth),
         g,

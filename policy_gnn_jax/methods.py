@@ -21,7 +21,6 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -131,35 +130,6 @@ class Method:
             )
 
 
-def _check_agent_types(agent: Agent, g: graph_lib.Graph) -> None:
-    """An agent's action count is an int, and act() and depths() give integer arrays of one
-    entry per node of `g` (tried on shapes only: nothing runs)."""
-    if isinstance(agent.num_actions, bool) or not isinstance(agent.num_actions, int):
-        raise config_lib.ConfigError(
-            f"the agent's num_actions must be an int, got {agent.num_actions!r}."
-        )
-    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
-    nodes = jax.ShapeDtypeStruct((3,), jnp.int32)
-    step = jax.ShapeDtypeStruct((), jnp.int32)
-    try:
-        state, policy = jax.eval_shape(agent.init, key, g)
-        outputs = {
-            "act": jax.eval_shape(agent.act, key, state, g, nodes, step)[2],
-            "depths": jax.eval_shape(agent.depths, key, policy, g, nodes),
-        }
-    except Exception as err:  # the user's code: whatever it raises
-        raise config_lib.ConfigError(
-            f"the agent could not be traced on 3 nodes ({type(err).__name__}: "
-            f"{' '.join(str(err).split())[:200]})."
-        ) from None
-    for name, out in outputs.items():
-        if out.shape != nodes.shape or not jnp.issubdtype(out.dtype, jnp.integer):
-            raise config_lib.ConfigError(
-                f"the agent's {name}() returned {out.dtype} {out.shape} for 3 nodes: it must "
-                f"return one integer per node."
-            )
-
-
 _REGISTRY: dict[str, Method] = {}
 _ALIASES: dict[str, str] = {"fixed-depth": "gcn"}
 # Methods outside the core: name -> the module that registers it when imported.
@@ -213,8 +183,6 @@ def _mdp_trainer(config, ds: data.Dataset, g, backbone, agent) -> Trainer:
     else:  # no [T, N] table: a bounded BFS over the host's adjacency
         train = np.asarray(ds.train_index, np.int64)
         hops = host.hop_distances(g.host, train, train, config.max_depth)
-    if agent is not None:
-        _check_agent_types(agent, g)
     return policy_gnn.make_trainer(config, g, hops, backbone=backbone, agent=agent)
 
 

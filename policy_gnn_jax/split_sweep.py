@@ -69,8 +69,9 @@ def fit_splits(
     if joined is None:  # one after another, each its own program
         if split_map != "apart" and len(datasets) > 1:
             warnings.warn(
-                f"split_map={split_map!r}: these splits are not one program (their sizes "
-                f"differ), so they ran one after another, as split_map='apart' runs them.",
+                f"split_map={split_map!r}: these splits are not one program (their graphs "
+                f"differ in sizes or kind, such as the metric), so they ran one after another, "
+                f"as split_map='apart' runs them.",
                 stacklevel=2,
             )
         run = dict(method=entry, seeds=seeds, seed=seed, progress=progress, devices=devices,
@@ -94,7 +95,7 @@ def fit_splits(
                seeds=seeds, seed=seed, seed_mode=seed_mode)  # fmt: skip
     batch = None  # under "map" a split's bits are its own run's, whatever ran beside it
     if split_map == "vmap":
-        batch = [getattr(ds, "split", k) for k, ds in enumerate(datasets)]
+        batch = [k if ds.split is None else ds.split for k, ds in enumerate(datasets)]
     return [
         _split_fit(k, trainers[k], datasets[k], graphs[k], outputs, batch, **run)
         for k in range(len(datasets))

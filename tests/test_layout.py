@@ -23,6 +23,7 @@ LAYERS = {
     "mdp": 3,
     "fixed_depth": 3,
     "methods": 4,
+    "custom_parts": 4,
     "fits": 5,
     "api": 6,
     "split_sweep": 7,

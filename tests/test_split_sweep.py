@@ -149,3 +149,23 @@ def test_split_map_warnings(tmp_path, capsys):
     record = json.loads((tmp_path / "b" / "split-1" / "results.json").read_text())
     assert "split_batch" not in record
     assert (tmp_path / "ck" / "split-1").is_dir()
+
+
+def test_splits_without_numbers_are_named_by_their_place_and_other_metrics_run_apart(tmp_path):
+    import dataclasses
+    import warnings
+
+    ds = _splits(tmp_path, count=1)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mine = pg.from_arrays(ds.features, ds.edges, ds.labels, ds.train_index, ds.val_index,
+                              ds.test_index)  # fmt: skip
+    assert mine.split is None
+    cfg = pg.Config.tiny(**TINY)
+    fits = split_sweep.fit_splits([mine, mine], cfg, method="gcn", seeds=1, progress=False,
+                                  split_map="vmap")  # fmt: skip
+    assert [f.record["split_batch"] for f in fits] == [[0, 1], [0, 1]]
+    auc = dataclasses.replace(mine, metric="roc_auc", labels=(mine.labels > 0).astype(np.int32),
+                              num_classes=2)  # fmt: skip
+    with pytest.warns(UserWarning, match="differ in sizes or kind"):
+        split_sweep.fit_splits([mine, auc], cfg, method="gcn", seeds=1, progress=False)

@@ -100,6 +100,7 @@ def _idle_learn(key, state, policy, g, transition, step):
 
 def random_agent(min_depth: int, max_depth: int) -> Agent:
     """Uniformly random depths in training and at evaluation (docs/algorithm.md section 7)."""
+    min_depth, max_depth = int(min_depth), int(max_depth)  # a NumPy integer too
     num_actions = max_depth - min_depth + 1
     return Agent(
         init=_random_init,

@@ -280,7 +280,8 @@ def step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState, action
     acc = validation_accuracy(ctx, data, state.val_logits, val_depths)
     reward, state = shared_reward(ctx, state, acc)
     next_nodes = move(ctx, data, k_move, state.nodes, actions + ctx.config.min_depth)
-    finite = all_finite(state.params)
+    # Finite parameters can still give non-finite logits (a backbone's own fault): either is it.
+    finite = all_finite(state.params) & jnp.all(jnp.isfinite(state.val_logits))
     return state.replace(nodes=next_nodes), StepOutput(reward, acc, trained, loss, finite)
 
 

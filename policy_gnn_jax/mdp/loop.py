@@ -49,6 +49,11 @@ class RunnerState:
     step: jax.Array
 
 
+# The loop's own per-step metrics and their episode summaries: an agent's may not reuse them.
+LOOP_METRICS = ("val_accuracy", "reward", "gcn_trained", "gcn_loss", "backbone_finite",
+                "action_counts", "actions_outside")  # fmt: skip
+
+
 class LoopContext(NamedTuple):
     config: config_lib.Config
     env: env.EnvContext
@@ -89,6 +94,8 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
         "gcn_loss": out.gcn_loss,
         "backbone_finite": out.backbone_finite,
         "action_counts": jnp.bincount(actions, length=ctx.agent.num_actions),
+        # bincount drops (or clips) an action outside 0..A-1: counted apart, refused after.
+        "actions_outside": jnp.sum((actions < 0) | (actions >= ctx.agent.num_actions)),
     }
     observed = {}
     if ctx.observer is not None:
@@ -110,6 +117,7 @@ def summarise_episode(ctx: LoopContext, per_step: tuple) -> dict:
     summary.update(
         gcn_trained=jnp.mean(metrics["gcn_trained"], axis=0),
         action_counts=metrics["action_counts"].sum(0),
+        actions_outside=metrics["actions_outside"].sum(0),
         gcn_loss=mean_where(metrics["gcn_loss"], metrics["gcn_trained"]),
         backbone_finite=jnp.all(metrics["backbone_finite"]),
         **ctx.agent.summarise(learned),

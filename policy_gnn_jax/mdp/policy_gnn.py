@@ -78,8 +78,7 @@ def _check_agent_choices(config, metrics, results) -> None:
             f"the agent's depths() returned {int(depths[outside][0])}, outside the config's "
             f"depths {config.min_depth}..{config.max_depth}: it must return depths in that range."
         )
-    per_step = np.asarray(metrics["action_counts"]).sum(-1)  # walkers whose action was counted
-    if per_step.size and (per_step.min() != per_step.max() or per_step.max() == 0):
+    if np.asarray(metrics["actions_outside"]).any():
         raise config_lib.ConfigError(
             f"the agent's act() returned actions outside 0..{config.num_actions - 1} (the "
             f"config's {config.num_actions} depths) at some steps: it must return action indices "

@@ -151,7 +151,8 @@ class Checkpointer:
         if "Structure mismatch" in detail or "not found in" in detail:
             # orbax lists every saved key here: thousands of characters that hide the reason.
             reason = (
-                "its state has other fields: it was written by another version of policy-gnn-jax"
+                "its state has other fields or shapes: another version of policy-gnn-jax, or "
+                "another backbone or agent of your own, wrote it"
             )
         else:
             reason = f"{type(err).__name__}: {detail[:300]}{'...' if len(detail) > 300 else ''}"

@@ -38,11 +38,12 @@ def find_divergence(metrics: dict, offset: int, unit: str, hints: dict) -> str |
         return None
     t, _, seed, name = first
     what = (
-        f"the {name.removesuffix('_finite')}'s parameters became NaN/inf"
+        f"the {name.removesuffix('_finite')}'s parameters or outputs became NaN/inf"
         if name in _FLAG_METRICS
         else f"the training metric {name!r} became NaN/inf"
     )
-    fix = hints.get(_SOURCE.get(name, "backbone"), "lower the learning rates")
+    source = "agent" if name in hints.get("agent_metrics", ()) else _SOURCE.get(name, "backbone")
+    fix = hints.get(source, "lower the learning rates")
     return f"training diverged in {unit} {offset + t + 1} (seed index {seed}): {what}. {fix}."
 
 
