@@ -105,4 +105,3 @@ class FileSteps:
 
     def close(self) -> None:
         pass
-
