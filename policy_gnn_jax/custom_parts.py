@@ -5,9 +5,10 @@ JAX halfway through a run."""
 
 from __future__ import annotations
 
+import numbers
+
 import jax
 import jax.numpy as jnp
-import optax
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
@@ -21,14 +22,29 @@ def _key():  # made when asked: importing the library starts no backend
     return jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
 
 
-def _traced(part: str, fn, *args):
+def _traced(part: str, fn, *args, returns: int = 0):
+    """`fn`'s output shapes; with `returns`, a tuple of that many is required."""
     try:
-        return jax.eval_shape(fn, *args)
+        out = jax.eval_shape(fn, *args)
     except Exception as err:  # the user's code: whatever it raises
         said = " ".join(str(err).split())[:200]
         raise config_lib.ConfigError(
             f"the {part} could not be traced ({type(err).__name__}: {said})."
         ) from None
+    if returns and (not isinstance(out, tuple) or len(out) != returns):
+        raise config_lib.ConfigError(
+            f"the {part} must return a tuple of {returns}, got {type(out).__name__}"
+            f"{f' of {len(out)}' if isinstance(out, tuple) else ''}."
+        )
+    return out
+
+
+def _floats(part: str, out, want: tuple, what: str) -> None:
+    """An array of floats of shape `want`, or a ConfigError naming what the part returned."""
+    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+    if shape is None or tuple(shape) != want or not jnp.issubdtype(dtype, jnp.floating):
+        said = f"{dtype} {tuple(shape)}" if shape is not None else type(out).__name__
+        raise config_lib.ConfigError(f"the backbone's {part} returned {said} {what}.")
 
 
 def _nodes(count: int):
@@ -43,20 +59,24 @@ def _one_int_per_node(part: str, name: str, out, count: int) -> None:
         )
 
 
-def check(backbone, agent, g: graph_lib.Graph, num_classes: int, config) -> tuple | None:
+def check(backbone, agent, g: graph_lib.Graph, num_classes: int, config, *, mdp: bool,
+          sampled: bool) -> tuple | None:  # fmt: skip
     """Checks the parts given (None: the built-in one); returns the agent's metric names, or
-    None without an agent of your own."""
+    None without an agent of your own. `mdp`: the method runs the MDP loop; `sampled`: on the
+    subgraph or host engine."""
     if backbone is not None:
-        check_backbone(backbone, g, num_classes)
+        check_backbone(backbone, g, num_classes, mdp=mdp, sampled=sampled)
     return None if agent is None else check_agent(agent, g, config)
 
 
-def check_backbone(backbone, g: graph_lib.Graph, num_classes: int) -> None:
-    """Its depths are ints, low to high; its optimizer an optax transformation; its parameters
-    floats; `logits` [D, N, C] on `g` (D its depths; N unchecked on the host engine's graph of
-    split nodes); `loss` one float per node."""
+def check_backbone(backbone, g: graph_lib.Graph, num_classes: int, *, mdp: bool = True,
+                   sampled: bool = False) -> None:  # fmt: skip
+    """Its depths are integers, low to high; its optimizer has optax's `init` and `update`; its
+    parameters are floats; `logits` is [D, n, C] floats on the dataset's graph and, where the
+    engine samples subgraphs, on a graph of 3 nodes; `loss` one float per node, for nodes
+    [M] and, in the MDP loop, [actions, buffer slots]."""
     low, high = backbone.min_depth, backbone.max_depth
-    if any(isinstance(d, bool) or not isinstance(d, int) for d in (low, high)):
+    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in (low, high)):
         raise config_lib.ConfigError(
             f"the backbone's min_depth and max_depth must be ints, got {low!r} and {high!r}."
         )
@@ -64,7 +84,7 @@ def check_backbone(backbone, g: graph_lib.Graph, num_classes: int) -> None:
         raise config_lib.ConfigError(
             f"the backbone's min_depth {low} is above its max_depth {high}: it computes no depth."
         )
-    if not isinstance(backbone.optimizer, optax.GradientTransformation):
+    if not all(callable(getattr(backbone.optimizer, f, None)) for f in ("init", "update")):
         raise config_lib.ConfigError(
             f"the backbone's optimizer must be an optax transformation (e.g. optax.adam(0.01)), "
             f"got {type(backbone.optimizer).__name__}."
@@ -74,22 +94,42 @@ def check_backbone(backbone, g: graph_lib.Graph, num_classes: int) -> None:
         raise config_lib.ConfigError(
             "the backbone's parameters must be floats: the loop trains them by gradient."
         )
-    shape = tuple(_traced("backbone's logits()", backbone.logits, params, g, None).shape)
-    nodes = shape[1] if g.host is not None and len(shape) == 3 else g.num_nodes
-    want = (high - low + 1, nodes, num_classes)
-    if shape != want:
-        raise config_lib.ConfigError(
-            f"the backbone's logits have shape {shape}, but depths {low}..{high} on this graph "
-            f"need [{want[0]}, {want[1]}, {want[2]}] (depths, nodes, classes): build it for "
-            f"{num_classes} classes, one row per depth it claims."
+    graphs = [(g, g.num_nodes, "")]
+    if sampled:  # the engine runs it on sampled neighbourhoods: any graph it is given
+        graphs.append((_three_nodes(g), 3, " (a sampled subgraph, as the engine gives it)"))
+    for graph, nodes, what in graphs:
+        out = _traced(f"backbone's logits() on a graph of {nodes} nodes{what}", backbone.logits,
+                      params, graph, None)  # fmt: skip
+        want = (high - low + 1, nodes, num_classes)
+        _floats("logits()", out, want, f"on a graph of {nodes} nodes{what}, but depths "
+                f"{low}..{high} need floats [{want[0]}, {want[1]}, {want[2]}] (depths, nodes, "
+                f"classes), computed on the graph it is given")  # fmt: skip
+    for shape in [(3,), (2, 3)] if mdp else [(3,)]:
+        nodes = jax.ShapeDtypeStruct(shape, jnp.int32)
+        out = _traced("backbone's loss()", backbone.loss, params, g, _key(), nodes, nodes)
+        _floats(
+            "loss()",
+            out,
+            shape,
+            f"for nodes of shape {shape}: it must return one float "
+            f"per node, in the nodes' shape (the MDP loop passes [actions, buffer slots])",
         )
-    depths = jax.ShapeDtypeStruct((3,), jnp.int32)
-    loss = _traced("backbone's loss()", backbone.loss, params, g, _key(), _nodes(3), depths)
-    if loss.shape != (3,) or not jnp.issubdtype(loss.dtype, jnp.floating):
-        raise config_lib.ConfigError(
-            f"the backbone's loss() returned {loss.dtype} {loss.shape} for 3 nodes: it must "
-            f"return one float per node (its cross-entropy at its depth)."
-        )
+
+
+def _three_nodes(g: graph_lib.Graph) -> graph_lib.Graph:
+    """A graph of g's first 3 nodes, each with a self-loop: what a sampled subgraph looks like
+    to a backbone (a `graph.operator_graph`)."""
+    loops = jnp.arange(3, dtype=jnp.int32)
+    return graph_lib.operator_graph(
+        features=g.features[:3],
+        feature_nonzeros=None,
+        senders=loops,
+        receivers=loops,
+        weights=jnp.ones(3, jnp.float32),
+        labels=g.labels[:3],
+        num_classes=g.num_classes,
+        feature_dim=g.num_features,
+    )
 
 
 def check_agent(agent, g: graph_lib.Graph, config: config_lib.Config) -> tuple[str, ...]:
@@ -101,13 +141,13 @@ def check_agent(agent, g: graph_lib.Graph, config: config_lib.Config) -> tuple[s
             f"the agent's num_actions must be an int, got {agent.num_actions!r}."
         )
     walkers = config.num_walkers or g.train_index.shape[0]
-    state, policy = _traced("agent's init()", agent.init, _key(), g)
-    acted = _traced("agent's act()", agent.act, _key(), state, g, _nodes(walkers), STEP)
+    state, policy = _traced("agent's init()", agent.init, _key(), g, returns=2)
+    acted = _traced("agent's act()", agent.act, _key(), state, g, _nodes(walkers), STEP, returns=3)
     _one_int_per_node("agent", "act", acted[2], walkers)
-    if jax.tree.structure(acted[1]) != jax.tree.structure(policy):
+    if _shapes(acted[1]) != _shapes(policy):
         raise config_lib.ConfigError(
-            "the agent's act() returned a policy of another structure than init()'s: the loop "
-            "keeps the best one in a fixed structure."
+            "the agent's act() returned a policy of another structure, shapes or dtypes than "
+            "init()'s: the loop keeps the best one in a fixed structure."
         )
     for nodes in (g.val_index, g.test_index):
         depths = _traced(
@@ -130,15 +170,31 @@ def check_agent(agent, g: graph_lib.Graph, config: config_lib.Config) -> tuple[s
             "the agent's learn() changed the agent state's structure, shapes or dtypes: the "
             "loop carries it from step to step unchanged in kind."
         )
+    _scalars("learn() metrics", learned[1])
     steps = {k: jax.ShapeDtypeStruct((config.steps_per_episode, *v.shape), v.dtype)
              for k, v in learned[1].items()}  # fmt: skip
     summary = _traced("agent's summarise()", agent.summarise, steps)
+    _scalars("summarise() values", summary)
     for name in (*learned[1], *summary):
         if name in LOOP_METRICS:
             raise config_lib.ConfigError(
                 f"the agent's metric {name!r} is the loop's own: name it otherwise."
             )
     return tuple(summary)
+
+
+def _scalars(what: str, values) -> None:
+    """A dict of scalars named by strings, or a ConfigError naming the first that is not."""
+    if not isinstance(values, dict):
+        raise config_lib.ConfigError(
+            f"the agent's {what} must be a dict of scalars, got {type(values).__name__}."
+        )
+    for name, value in values.items():
+        if not isinstance(name, str) or getattr(value, "shape", None) != ():
+            raise config_lib.ConfigError(
+                f"the agent's {what} must be scalars named by strings: {name!r} is "
+                f"{getattr(value, 'shape', type(value).__name__)}."
+            )
 
 
 def _shapes(tree):

@@ -6,12 +6,14 @@ import copy
 import warnings
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 import policy_gnn_jax as pg
+from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_base
 from policy_gnn_jax.graph import propagate
 
@@ -65,13 +67,13 @@ def _fit(ds, **kwargs):
 @pytest.mark.parametrize(
     "backbone, message",
     [
-        (_sgc(rows=(1, 2)), r"logits have shape \(2, 120, 2\).*\[3, 120, 2\]"),
+        (_sgc(rows=(1, 2)), r"logits\(\) returned float32 \(2, 120, 2\).*\[3, 120, 2\]"),
         (_sgc()._replace(optimizer=None), "optimizer must be an optax"),
         (_sgc()._replace(min_depth=1.0), "min_depth and max_depth must be ints"),
         (_sgc()._replace(min_depth=3, max_depth=1), "min_depth 3 is above its max_depth 1"),
         (
             _sgc()._replace(loss=lambda p, g, k, n, d: _sgc().logits(p, g, k)[d - 1, n]),
-            r"loss\(\) returned float32 \(3, 2\) for 3 nodes",
+            r"loss\(\) returned float32 \(3, 2\) for nodes of shape \(3,\)",
         ),
         (
             _sgc()._replace(init=lambda key, g: {"w": jnp.zeros(3, jnp.int32)}),
@@ -201,3 +203,132 @@ def test_a_fit_holding_your_own_parts_copies(ds):
     fit = _fit(ds, backbone=_sgc(), agent=_random())
     for copied in (copy.copy(fit), copy.deepcopy(fit)):
         np.testing.assert_array_equal(copied.predict(ds.test_index), fit.predict(ds.test_index))
+
+
+def test_sensible_parts_are_accepted(ds):
+    """NumPy integer depths and an optimizer with optax's init and update (MultiSteps)."""
+    steps = optax.MultiSteps(optax.adam(0.01), 2)
+    backbone = pg.flax_backbone(SGC(2, 1, 3), steps, np.int64(1), np.int64(3))
+    assert _fit(ds, backbone=backbone).record["seeds"] == 1
+
+
+def test_a_backbone_that_ignores_the_graph_it_is_given_is_refused_on_sampled_subgraphs(ds):
+    backbone, whole = _sgc(), graph_lib.from_dataset(ds)
+    closed = backbone._replace(logits=lambda p, g, k: backbone.logits(p, whole, k))
+    sampled = pg.Config.tiny(num_episodes=2, engine="subgraph")
+    with pytest.raises(pg.ConfigError, match=r"float32 \(3, 120, 2\) on a graph of 3 nodes"):
+        _fit(ds, config=sampled, backbone=closed)
+    assert _fit(ds, backbone=closed).record["seeds"] == 1  # the full engine: its own graph
+
+
+def test_a_transductive_backbone_and_a_loss_for_flat_nodes_are_accepted_where_they_run(ds):
+    """An embedding per node of the dataset (full engine), and a loss written for nodes [M]
+    under the fixed-depth method (which passes nothing else)."""
+    sgc = _sgc()
+
+    def init(key, g):
+        return {"sgc": sgc.init(key, g), "own": jnp.zeros((ds.num_nodes, 2))}
+
+    def logits(params, g, key):
+        return sgc.logits(params["sgc"], g, key) + params["own"][None]
+
+    def loss(params, g, key, nodes, depths):
+        rows = logits(params, g, key)[depths - 1, nodes]  # [M, C]: nodes [M] only
+        picked = jnp.take_along_axis(rows, g.labels[nodes][:, None], axis=1)[:, 0]
+        return jax.nn.logsumexp(rows, axis=1) - picked
+
+    own = sgc._replace(init=init, logits=logits, loss=loss)
+    fixed = pg.Config.tiny(epochs=2, depth=2)
+    assert _fit(ds, config=fixed, method="gcn", backbone=own).record["seeds"] == 1
+    with pytest.raises(pg.ConfigError, match=r"loss\(\) could not be traced"):
+        _fit(ds, backbone=own)  # the MDP loop passes nodes [actions, buffer slots]
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"logits": lambda p, g, k: (_sgc().logits(p, g, k), {})}, r"logits\(\) returned tuple"),
+        (
+            {"loss": lambda p, g, k, n, d: (_sgc().loss(p, g, k, n, d), 0)},
+            r"loss\(\) returned tuple",
+        ),
+        (
+            {"logits": lambda p, g, k: _sgc().logits(p, g, k).astype(jnp.complex64)},
+            r"logits\(\) returned complex64",
+        ),
+    ],
+    ids=["logits-tuple", "loss-tuple", "complex-logits"],
+)
+def test_backbone_outputs_that_are_not_float_arrays_are_refused(ds, changes, message):
+    with pytest.raises(pg.ConfigError, match=message):
+        _fit(ds, backbone=_sgc()._replace(**changes))
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"init": lambda key, g: jnp.zeros(())}, r"init\(\) must return a tuple of 2"),
+        ({"init": lambda key, g: {"state": (), "policy": ()}}, r"init\(\) must return a tuple"),
+        (
+            {"act": lambda k, s, g, n, t: (s, jnp.zeros_like(n))},
+            r"act\(\) must return a tuple of 3",
+        ),
+    ],
+    ids=["init-array", "init-dict", "act-pair"],
+)
+def test_agent_outputs_of_another_arity_are_refused(ds, changes, message):
+    with pytest.raises(pg.ConfigError, match=message):
+        _fit(ds, method="random", agent=_random(**changes))
+
+
+def test_a_loss_of_one_value_per_row_of_nodes_is_refused(ds):
+    backbone = _sgc()
+    flat = backbone._replace(
+        loss=lambda p, g, k, n, d: jnp.full((3,), backbone.loss(p, g, k, n, d).mean())
+    )
+    with pytest.raises(pg.ConfigError, match=r"loss\(\) returned float32 \(3,\)"):
+        _fit(ds, backbone=flat)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"learn": _learn_returning({"q": {"a": jnp.float32(1)}})}, "must be scalars.*'q'"),
+        ({"learn": _learn_returning({0: jnp.float32(1)})}, "must be scalars named by strings"),
+        ({"summarise": lambda m: None}, r"summarise\(\) values must be a dict"),
+        ({"summarise": lambda m: jnp.mean(m["td_loss"])}, r"summarise\(\) values must be a dict"),
+        (
+            {
+                "init": lambda key, g: ((), {"w": jnp.zeros(3)}),
+                "act": lambda k, s, g, n, t: (s, {"w": jnp.zeros(5)}, jnp.zeros_like(n)),
+            },
+            "policy of another structure, shapes",
+        ),
+    ],
+    ids=["nested-metric", "number-named-metric", "summary-none", "summary-array", "policy-shape"],
+)
+def test_agent_metrics_and_policies_of_the_wrong_kind_are_refused(ds, changes, message):
+    if "learn" in changes:
+        changes = {"summarise": agent_base.mean_over_steps, **changes}
+    with pytest.raises(pg.ConfigError, match=message):
+        _fit(ds, method="random", agent=_random(**changes))
+
+
+def test_an_agent_flag_false_at_one_step_is_a_divergence(ds):
+    def learn(key, state, policy, g, transition, step):
+        return state, {"agent_finite": step != 3}
+
+    agent = _random(learn=learn, summarise=agent_base.mean_over_steps)
+    with pytest.raises(pg.DivergenceError, match="agent"):
+        _fit(ds, method="random", agent=agent)
+
+
+def test_validation_depths_outside_the_range_are_refused(ds):
+    val = np.zeros(ds.num_nodes, bool)
+    val[ds.val_index] = True
+
+    def depths(key, policy, g, nodes):
+        return jnp.where(jnp.asarray(val)[nodes], 4, 2).astype(jnp.int32)
+
+    with pytest.raises(pg.ConfigError, match=r"depths\(\) returned depths for validation"):
+        _fit(ds, method="random", agent=_random(depths=depths))

@@ -24,8 +24,12 @@ Policy = Any  # a pytree
 
 
 def mean_over_steps(metrics: dict) -> dict:
-    """Each metric's mean over an episode's steps."""
-    return {name: jnp.mean(values, axis=0) for name, values in metrics.items()}
+    """Each metric's mean over an episode's steps; a flag (a bool) holds if it held at every
+    step."""
+    return {
+        name: jnp.all(values, axis=0) if values.dtype == bool else jnp.mean(values, axis=0)
+        for name, values in metrics.items()
+    }
 
 
 class Agent(NamedTuple):

@@ -130,7 +130,8 @@ def _validate_backbone_and_engine(c) -> None:
         f"depths must satisfy {lowest} <= min_depth <= max_depth for the {c.backbone} backbone, "
         f"got {c.min_depth}-{c.max_depth} (e.g. --depths 2-5"
         + (")." if lowest else " or 0-16).")
-        + (" Depth 0 exists only in the decoupled backbone." if c.min_depth == 0 else ""),
+        + (" Depth 0 exists only in the decoupled backbone (a backbone of your own with a depth 0:"
+           " set backbone='decoupled' for its range)." if c.min_depth == 0 else ""),  # fmt: skip
     )
     _check(
         c.max_depth <= deepest,

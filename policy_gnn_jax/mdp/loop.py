@@ -51,7 +51,7 @@ class RunnerState:
 
 # The loop's own per-step metrics and their episode summaries: an agent's may not reuse them.
 LOOP_METRICS = ("val_accuracy", "reward", "gcn_trained", "gcn_loss", "backbone_finite",
-                "action_counts", "actions_outside")  # fmt: skip
+                "action_counts", "actions_outside", "depths_outside")  # fmt: skip
 
 
 class LoopContext(NamedTuple):
@@ -96,6 +96,9 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
         "action_counts": jnp.bincount(actions, length=ctx.agent.num_actions),
         # bincount drops (or clips) an action outside 0..A-1: counted apart, refused after.
         "actions_outside": jnp.sum((actions < 0) | (actions >= ctx.agent.num_actions)),
+        "depths_outside": jnp.sum(
+            (val_depths < ctx.config.min_depth) | (val_depths > ctx.config.max_depth)
+        ),
     }
     observed = {}
     if ctx.observer is not None:
@@ -118,6 +121,7 @@ def summarise_episode(ctx: LoopContext, per_step: tuple) -> dict:
         gcn_trained=jnp.mean(metrics["gcn_trained"], axis=0),
         action_counts=metrics["action_counts"].sum(0),
         actions_outside=metrics["actions_outside"].sum(0),
+        depths_outside=metrics["depths_outside"].sum(0),
         gcn_loss=mean_where(metrics["gcn_loss"], metrics["gcn_trained"]),
         backbone_finite=jnp.all(metrics["backbone_finite"]),
         **ctx.agent.summarise(learned),

@@ -73,10 +73,11 @@ def _check_agent_choices(config, metrics, results) -> None:
     record would describe another run than the one that ran."""
     depths = np.asarray(results["test_depths"])
     outside = (depths < config.min_depth) | (depths > config.max_depth)
-    if outside.any():
+    if outside.any() or np.asarray(metrics["depths_outside"]).any():
+        said = f"{int(depths[outside][0])}" if outside.any() else "depths for validation nodes"
         raise config_lib.ConfigError(
-            f"the agent's depths() returned {int(depths[outside][0])}, outside the config's "
-            f"depths {config.min_depth}..{config.max_depth}: it must return depths in that range."
+            f"the agent's depths() returned {said}, outside the config's depths "
+            f"{config.min_depth}..{config.max_depth}: it must return depths in that range."
         )
     if np.asarray(metrics["actions_outside"]).any():
         raise config_lib.ConfigError(
