@@ -91,9 +91,7 @@ def fit(
     low, high = processes.seed_block(seeds)  # all of them in one process
     keys = runner.seed_keys(seed, seeds)[low:high]
     g = entry.graph(config, dataset)  # validates the dataset again: nothing unchecked reaches jit
-    agent_metrics = custom_parts.check(backbone, agent, g, dataset.num_classes, config,
-                                       mdp=entry.takes_agent,
-                                       sampled=entry.engine(config, g) != "full")  # fmt: skip
+    agent_metrics = custom_parts.check(backbone, agent, g, dataset.num_classes, config, entry)
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)
     ckpt = _checkpointer(checkpoint_dir, dataset, config, entry, seeds, seed, seed_mode,
                          backbone, agent)  # fmt: skip

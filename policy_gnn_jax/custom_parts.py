@@ -59,12 +59,11 @@ def _one_int_per_node(part: str, name: str, out, count: int) -> None:
         )
 
 
-def check(backbone, agent, g: graph_lib.Graph, num_classes: int, config, *, mdp: bool,
-          sampled: bool) -> tuple | None:  # fmt: skip
-    """Checks the parts given (None: the built-in one); returns the agent's metric names, or
-    None without an agent of your own. `mdp`: the method runs the MDP loop; `sampled`: on the
-    subgraph or host engine."""
+def check(backbone, agent, g: graph_lib.Graph, num_classes: int, config, method) -> tuple | None:
+    """Checks the parts given to `method` (a `methods.Method`; None: the built-in part); returns
+    the agent's metric names, or None without an agent of your own."""
     if backbone is not None:
+        mdp, sampled = method.takes_agent, method.engine(config, g) != "full"
         check_backbone(backbone, g, num_classes, mdp=mdp, sampled=sampled)
     return None if agent is None else check_agent(agent, g, config)
 
@@ -136,7 +135,7 @@ def check_agent(agent, g: graph_lib.Graph, config: config_lib.Config) -> tuple[s
     """Its functions on the run's sizes (walkers, validation and test nodes): integers of one
     per node, a state and a policy that keep their structure, `learn` returning scalar metrics
     of its own names, `summarise` reading them. Returns those names."""
-    if isinstance(agent.num_actions, bool) or not isinstance(agent.num_actions, int):
+    if isinstance(agent.num_actions, bool) or not isinstance(agent.num_actions, numbers.Integral):
         raise config_lib.ConfigError(
             f"the agent's num_actions must be an int, got {agent.num_actions!r}."
         )

@@ -332,3 +332,8 @@ def test_validation_depths_outside_the_range_are_refused(ds):
 
     with pytest.raises(pg.ConfigError, match=r"depths\(\) returned depths for validation"):
         _fit(ds, method="random", agent=_random(depths=depths))
+
+
+def test_an_agent_with_a_numpy_integer_action_count_is_accepted(ds):
+    agent = pg.random_agent(1, 3)._replace(num_actions=np.int64(3))
+    assert _fit(ds, method="random", agent=agent).record["seeds"] == 1
