@@ -11,7 +11,9 @@ Per dataset:
    and one DQN update, each jitted alone;
 4. S seeds vmapped, and S seeds one after another on device (`--seed-mode map`), against one
    seed, for the GCN epoch and for the MDP step, for each S of `--seeds` (`--out` keeps this
-   table as JSON);
+   table as JSON); with `--seed-parts`, also the per-seed cost of the MDP step's parts (the
+   backbone's evaluation forward, training forward and gradient, and the whole step) vmapped
+   over 1 seed and each S: which parts get cheaper per seed when batched, and which dearer;
 5. the backbones: one MDP step and one fixed-depth epoch (1 seed) of `gcn` (the paper's
    structure), `gcn-readout` (legacy) and `decoupled` (its preset: depths 0..16, hidden
    64), as ratios to `gcn` (`--skip-backbones` to leave it out);
@@ -37,7 +39,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.agents import dqn, qnet
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones import gcn
-from policy_gnn_jax.mdp import policy_gnn
+from policy_gnn_jax.mdp import env, loop, policy_gnn
 from policy_gnn_jax.runtime import outputs, runner
 
 
@@ -143,6 +145,8 @@ def bench_dataset(name: str, args) -> None:
     detail = ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts.items())
     print(f"[{name}] step / kernel floor = {steps['default'] / floor:.2f}x ({detail})")
     SEED_ROWS.extend(bench_seeds(name, cfg, g, hops, default, epoch, steps["default"], args))
+    if args.seed_parts:
+        SEED_ROWS.extend(seed_parts(name, cfg, g, hops, args))
     if not args.skip_backbones:
         bench_backbones(name, ds, g, args)
     if not args.skip_kernels:
@@ -169,6 +173,41 @@ def bench_seeds(name, cfg, g, hops, agent, epoch: float, step: float, args) -> l
                       f"{many[what] / one:.2f}x ({row['throughput']:.2f}x the throughput of a "
                       f"loop over seeds)")  # fmt: skip
                 rows.append(row)
+    return rows
+
+
+def seed_parts(name, cfg, g, hops, args) -> list[dict]:
+    """Milliseconds per seed of each part of the MDP step vmapped over S seeds (S = 1 and each
+    of `--seeds`), from the state one episode in."""
+    ctx, data_ = policy_gnn.make_context(cfg, g), env.mdp_data(g, hops)
+    bb, key = ctx.env.backbone, jax.random.key(1)
+
+    def grad(d, r):
+        nodes = d.graph.train_index
+        depths = jnp.full(nodes.shape, cfg.min_depth)
+        return jax.grad(lambda p: bb.loss(p, d.graph, key, nodes, depths).sum())(r.env.params)
+
+    parts = {
+        "eval forward": lambda d, r: bb.logits(r.env.params, d.graph, None),
+        "train forward": lambda d, r: bb.logits(r.env.params, d.graph, key),
+        "backbone grad": grad,
+        "MDP step": lambda d, r: loop.mdp_step(ctx, d, r),
+    }
+    rows, one = [], {}
+    for seeds in [1, *(s for s in args.seeds if s > 1)]:
+        keys = runner.seed_keys(0, seeds)
+        state = jax.jit(jax.vmap(functools.partial(loop.init, ctx), in_axes=(None, 0)))(data_, keys)
+        episode = jax.jit(jax.vmap(functools.partial(loop.run_episode, ctx), in_axes=(None, 0)))
+        state, _ = episode(data_, state)
+        for part, fn in parts.items():
+            batched = jax.jit(jax.vmap(fn, in_axes=(None, 0)))
+            ms = 1e3 * median_s(batched, data_, state, repeats=args.repeats) / seeds
+            one.setdefault(part, ms)
+            rows.append({"dataset": name, "what": f"per seed: {part}", "seeds": seeds,
+                         "mode": "vmap", "ms_per_seed": ms,
+                         "vs_one_seed": ms / one[part]})  # fmt: skip
+            print(f"[{name}] per seed, {seeds} seeds vmapped: {part} {ms:.2f} ms "
+                  f"({ms / one[part]:.2f}x one seed's)")  # fmt: skip
     return rows
 
 
@@ -229,6 +268,8 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[4],
                    help="seed counts S compared with one seed (e.g. 4 10 32)")
+    p.add_argument("--seed-parts", action="store_true",
+                   help="also the MDP step's parts: per-seed cost at each seed count")  # fmt: skip
     p.add_argument("--out", default=None, help="also write the seeds table here, as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--repeats", type=int, default=5)
