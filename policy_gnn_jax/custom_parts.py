@@ -60,8 +60,9 @@ def _one_int_per_node(part: str, name: str, out, count: int) -> None:
 
 
 def check(backbone, agent, g: graph_lib.Graph, num_classes: int, config, method) -> tuple | None:
-    """Checks the parts given to `method` (a `methods.Method`; None: the built-in part); returns
-    the agent's metric names, or None without an agent of your own."""
+    """Checks the backbone and agent given to `method` (a `methods.Method`); a part that is None
+    is the built-in one, unchecked. Returns the agent's metric names, or None without an agent
+    of your own."""
     if backbone is not None:
         mdp, sampled = method.takes_agent, method.engine(config, g) != "full"
         check_backbone(backbone, g, num_classes, mdp=mdp, sampled=sampled)

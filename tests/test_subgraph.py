@@ -62,7 +62,7 @@ def test_unsampled_subgraph_loss_and_gradients_equal_the_full_engine_on_cora(cor
     # M_t on the validation neighbourhood equals M_t on the whole graph, at every depth.
     for depth in range(cfg.min_depth, cfg.max_depth + 1):
         depths = jnp.full(g.val_index.shape, depth)
-        on_sub = ctx.engine.validation_logits(ctx, data, state.params, state.val_graph)
+        on_sub = ctx.engine.validation_logits(ctx, data, state.params, state.engine_state)
         on_full = full_ctx.engine.validation_logits(full_ctx, data, state.params, None)
         assert float(env.validation_accuracy(ctx, data, on_sub, depths)) == float(
             env.validation_accuracy(full_ctx, data, on_full, depths)

@@ -1,8 +1,8 @@
 """The agent interface: the meta-policy that picks each node's depth, as pure functions.
 
-The MDP loop (`mdp/loop.py`) reads as `act -> env.step -> learn -> keep_best` and only calls
-these functions, so a new RL algorithm is one new module returning an `Agent`; the loop does not
-change. `dqn.dqn_agent` is the paper's Double DQN; `random_agent` is the random-policy baseline.
+The MDP loop (`mdp/loop.py`) reads as `act -> depths -> env.step -> learn -> keep_best` and only
+calls these functions, so a new RL algorithm is one new module returning an `Agent`; the loop does
+not change. `dqn.dqn_agent` is the paper's Double DQN; `random_agent` is the random-policy baseline.
 
 Actions are indices 0..A-1 (depth = action + min_depth); `depths` returns depths.
 A *policy* is the frozen pytree that decides depths (for the DQN: Q-network parameters and the

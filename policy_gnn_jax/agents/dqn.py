@@ -1,6 +1,6 @@
 """Double DQN, the paper's meta-policy (docs/algorithm.md section 4): the pure RL operations
 (epsilon-greedy, Double-DQN targets, TD loss, one update) and `dqn_agent`, which assembles them
-with the Q-network, the replay memory and the state normaliser into an `agent.Agent`.
+with the Q-network, the replay memory and the state normaliser into an `agents.base.Agent`.
 """
 
 from __future__ import annotations
@@ -103,21 +103,8 @@ def update_with(
     return state.replace(target_params=target), loss
 
 
-def update(state: DQNState, s_tm1, a_tm1, r_t, s_t, gamma: float, target_period: int):
-    """`update_with` on dense states s_tm1, s_t [B, F]."""
-    return update_with(
-        state,
-        lambda params: state.apply_fn(params, s_tm1),
-        lambda params: state.apply_fn(params, s_t),
-        a_tm1,
-        r_t,
-        gamma,
-        target_period,
-    )
-
-
 # ---------------------------------------------------------------------------------------------
-# The DQN agent: the functions of `agent.Agent` over an explicit static context.
+# The DQN agent: the functions of `agents.base.Agent` over an explicit static context.
 
 
 @struct.dataclass
@@ -224,13 +211,13 @@ def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, g
     holds a batch), with states normalised by the statistics the step acted with."""
     memory = replay.add(state.replay, transition)
     keys = jax.random.split(key, ctx.config.dqn_updates_per_step)
-    dqn_state, (losses, done) = jax.lax.scan(
+    dqn_state, (losses, updated) = jax.lax.scan(
         functools.partial(_one_update, ctx, g, memory, policy), state.dqn, keys
     )
     metrics = {
         # Mean over the updates that happened; 0 when none did (NaN stays NaN: divergence).
-        "td_loss": jnp.sum(losses) / jnp.maximum(done.sum(), 1),
-        "dqn_updates": done.sum(),
+        "td_loss": jnp.sum(losses) / jnp.maximum(updated.sum(), 1),
+        "dqn_updates": updated.sum(),
         "epsilon": epsilon_schedule(ctx.config)(step),
         "agent_finite": all_finite(dqn_state.params),
     }

@@ -1,8 +1,8 @@
 """Replay memory as an immutable pytree with pure init / add / sample (flashbax-style API).
 
 States are rows of the fixed feature matrix, so a transition stores node ids, not feature rows:
-10 000 transitions cost 160 kB instead of 10 000 x F floats per seed. The sampler rebuilds the
-states with the current state normaliser.
+10 000 transitions cost 160 kB instead of 10 000 x F floats per seed. The DQN's update rebuilds
+the sampled states from the graph, normalised with the statistics the step acted with.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The backbone interface: a GNN whose every depth 1..K comes out of one forward pass.
+"""The backbone interface: a GNN whose every depth min_depth..K comes out of one forward pass.
 
 The MDP loop (`mdp/env.py`, `mdp/loop.py`) and the fixed-depth baseline only call these pure
 functions, so a new GNN is one new module that returns a `Backbone`; the loop does not change.
@@ -118,8 +118,8 @@ def make_optimizer(lr: float, weight_decay: float) -> optax.GradientTransformati
     """Adam with coupled L2 on the first layer's weights (Kipf & Welling's choice).
 
     The decay is added to the gradient before Adam, as torch's Adam `weight_decay`. Decaying only
-    W_1 measured better than decaying every weight on Cora and CiteSeer validation
-    (docs/algorithm.md section 12).
+    the weights that read the features (`FIRST_LAYER`) measured better than decaying every
+    weight on Cora and CiteSeer validation (docs/algorithm.md section 12).
     """
 
     def first_layer_only(params):

@@ -96,7 +96,7 @@ def from_graphs_tuple(gt, num_classes: int) -> Graph:
     `Graph` the GCN layers run on, traceable inside jit. Â is built from the structure as
     everywhere else, `D^-1/2 (A + I) D^-1/2` over the edges as given (pass both directions of
     an undirected edge); edge features are ignored. No labels or splits: it is for `apply`.
-    The features take the dense product (`gcn.dropped_feature_matmul`)."""
+    The features take the dense product (`dropped_feature_matmul`)."""
     features = jnp.asarray(gt.nodes, jnp.float32)
     n = features.shape[0]
     loops = jnp.arange(n, dtype=jnp.int32)

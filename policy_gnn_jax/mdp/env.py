@@ -51,12 +51,13 @@ class EnvState:
     params: dict  # the backbone's parameters
     opt_state: optax.OptState
     buffers: action_buffers.BufferState
-    history: jax.Array  # [b] last validation accuracies, ring
+    history: jax.Array  # [b] the last validation scores, newest first
+    # How many of `history` are filled (0 on the first step: no baseline yet).
     history_count: jax.Array
     # The engine's own state: the subgraph engine's validation neighbourhood (drawn once per
     # seed); None on the full engine.
-    val_graph: Any = None
-    # [K, V, C] the backbone's validation logits at every depth for the current `params`
+    engine_state: Any = None
+    # [D, V, C] the backbone's validation logits at every depth for the current `params`
     # (evaluation: no dropout); recomputed only when the backbone trains.
     val_logits: jax.Array | None = None
 
@@ -75,10 +76,10 @@ class Engine(NamedTuple):
     (`mdp/subgraph_engine.py`) on sampled neighbourhoods. The step never asks which it has.
 
     Attributes:
-      init: (ctx, data, key) -> the engine's state, kept as `EnvState.val_graph` (or None).
+      init: (ctx, data, key) -> the engine's state, kept as `EnvState.engine_state` (or None).
       loss_and_grads: (ctx, data, key, params, buffers) -> (loss, grads) of `buffer_loss`.
-      validation_logits: (ctx, data, params, val_graph) -> [K, V, C], evaluation mode.
-      test_logits: (ctx, data, params, key) -> [K, T_test, C], evaluation mode.
+      validation_logits: (ctx, data, params, engine_state) -> [D, V, C], evaluation mode.
+      test_logits: (ctx, data, params, key) -> [D, T_test, C], evaluation mode.
     """
 
     init: Callable
@@ -120,7 +121,7 @@ def init(ctx: EnvContext, data: MDPData, key: jax.Array) -> EnvState:
     params = ctx.backbone.init(k_params, data.graph)
     capacity = ctx.config.buffer_size + ctx.num_walkers - 1
     # The engine draws from a key of its own (folded in): the other streams are every engine's.
-    val_graph = ctx.engine.init(ctx, data, jax.random.fold_in(key, 1))
+    engine_state = ctx.engine.init(ctx, data, jax.random.fold_in(key, 1))
     return EnvState(
         nodes=start_nodes(ctx, data, k_reset),
         params=params,
@@ -128,8 +129,8 @@ def init(ctx: EnvContext, data: MDPData, key: jax.Array) -> EnvState:
         buffers=action_buffers.init(ctx.config.num_actions, capacity),
         history=jnp.zeros(ctx.config.reward_window, jnp.float32),
         history_count=jnp.zeros((), jnp.int32),
-        val_graph=val_graph,
-        val_logits=ctx.engine.validation_logits(ctx, data, params, val_graph),
+        engine_state=engine_state,
+        val_logits=ctx.engine.validation_logits(ctx, data, params, engine_state),
     )
 
 
@@ -218,13 +219,13 @@ def _optimiser_step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvSt
     loss, grads = ctx.engine.loss_and_grads(ctx, data, key, state.params, state.buffers)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    val_logits = ctx.engine.validation_logits(ctx, data, params, state.val_graph)
+    val_logits = ctx.engine.validation_logits(ctx, data, params, state.engine_state)
     return params, opt_state, loss.astype(jnp.float32), val_logits
 
 
 def validation_accuracy(ctx: EnvContext, data: MDPData, val_logits, val_depths) -> jax.Array:
     """M_t: the graph's metric (accuracy, or ROC AUC) on the validation nodes, each at its depth
-    in `val_depths` [V], from the validation logits [K, V, C]."""
+    in `val_depths` [V], from the validation logits [D, V, C]."""
     logits = backbone_lib.depth_logits(ctx.backbone, val_logits, val_depths)
     g = data.graph
     return metrics.score(logits, g.labels[g.val_index], g.metric)
@@ -241,8 +242,8 @@ def _full_loss_and_grads(ctx: EnvContext, data: MDPData, key, params, buffers):
     return jax.value_and_grad(functools.partial(buffer_loss, ctx))(params, data, key, buffers)
 
 
-def _full_validation_logits(ctx: EnvContext, data: MDPData, params, val_graph):
-    del val_graph
+def _full_validation_logits(ctx: EnvContext, data: MDPData, params, engine_state):
+    del engine_state
     return ctx.backbone.logits(params, data.graph, None)[:, data.graph.val_index]
 
 
@@ -280,7 +281,7 @@ def step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState, action
     acc = validation_accuracy(ctx, data, state.val_logits, val_depths)
     reward, state = shared_reward(ctx, state, acc)
     next_nodes = move(ctx, data, k_move, state.nodes, actions + ctx.config.min_depth)
-    # Finite parameters can still give non-finite logits (a backbone's own fault): either is it.
+    # Finite parameters can still give non-finite logits (a backbone's own fault): either diverged.
     finite = all_finite(state.params) & jnp.all(jnp.isfinite(state.val_logits))
     return state.replace(nodes=next_nodes), StepOutput(reward, acc, trained, loss, finite)
 

@@ -77,7 +77,8 @@ def init(ctx: LoopContext, data: env.MDPData, key: jax.Array) -> RunnerState:
 def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     """One MDP step for all walkers. Returns the new state and this step's scalar metrics: the
     loop's own, the agent's (`learn`'s) and the observer's, each summarised by its owner."""
-    # The first five subkeys are those of `split(key, 5)`: the observer's is extra.
+    # One subkey per consumer, the observer's last: with the audit on or off, every other
+    # stream is the same, so the audit changes no result.
     key, k_act, k_val, k_env, k_learn, k_observe = jax.random.split(rs.key, 6)
     g, nodes = data.graph, rs.env.nodes
     agent_state, policy, actions = ctx.agent.act(k_act, rs.agent, g, nodes, rs.step)

@@ -78,14 +78,14 @@ def _loss_and_grads(ctx: env.EnvContext, data, key, params, buffers):
     return jax.value_and_grad(loss_fn)(params, data, key, buffers, sub)
 
 
-def validation_logits(ctx: env.EnvContext, data, params, val_graph: subgraph.Padded):
-    """[K, V, C]: the validation nodes' logits on their neighbourhood `val_graph`."""
-    view = subgraph.view(data.graph, val_graph)
-    return ctx.backbone.logits(params, view, None)[:, val_graph.positions]
+def validation_logits(ctx: env.EnvContext, data, params, engine_state: subgraph.Padded):
+    """[D, V, C]: the validation nodes' logits on their neighbourhood `engine_state`."""
+    view = subgraph.view(data.graph, engine_state)
+    return ctx.backbone.logits(params, view, None)[:, engine_state.positions]
 
 
 def neighbourhood_logits(ctx: env.EnvContext, data, params, key: jax.Array, nodes: jax.Array):
-    """[K, M, C]: the nodes' logits at every depth (evaluation, no dropout), each node on its
+    """[D, M, C]: the nodes' logits at every depth (evaluation, no dropout), each node on its
     own sampled `max_depth`-hop neighbourhood (`subgraph.node_logits`)."""
     logits = functools.partial(ctx.backbone.logits, params)
     return subgraph.node_logits(ctx.sampler, logits, data.graph, key, nodes, ctx.config.max_depth)
