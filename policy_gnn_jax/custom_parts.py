@@ -14,6 +14,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import replay
 from policy_gnn_jax.mdp.loop import LOOP_METRICS
+from policy_gnn_jax.treeutil import shapes
 
 STEP = jax.ShapeDtypeStruct((), jnp.int32)
 
@@ -144,7 +145,7 @@ def check_agent(agent, g: graph_lib.Graph, config: config_lib.Config) -> tuple[s
     state, policy = _traced("agent's init()", agent.init, _key(), g, returns=2)
     acted = _traced("agent's act()", agent.act, _key(), state, g, _nodes(walkers), STEP, returns=3)
     _one_int_per_node("agent", "act", acted[2], walkers)
-    if _shapes(acted[1]) != _shapes(policy):
+    if shapes(acted[1]) != shapes(policy):
         raise config_lib.ConfigError(
             "the agent's act() returned a policy of another structure, shapes or dtypes than "
             "init()'s: the loop keeps the best one in a fixed structure."
@@ -165,7 +166,7 @@ def check_agent(agent, g: graph_lib.Graph, config: config_lib.Config) -> tuple[s
         raise config_lib.ConfigError(
             "the agent's learn() must return (state, metrics), metrics a dict of scalars."
         )
-    if _shapes(learned[0]) != _shapes(state):
+    if shapes(learned[0]) != shapes(state):
         raise config_lib.ConfigError(
             "the agent's learn() changed the agent state's structure, shapes or dtypes: the "
             "loop carries it from step to step unchanged in kind."
@@ -195,8 +196,3 @@ def _scalars(what: str, values) -> None:
                 f"the agent's {what} must be scalars named by strings: {name!r} is "
                 f"{getattr(value, 'shape', type(value).__name__)}."
             )
-
-
-def _shapes(tree):
-    leaves, structure = jax.tree.flatten(tree)
-    return structure, [(x.shape, x.dtype) for x in leaves]

@@ -58,6 +58,11 @@ def roc_auc(scores: jax.Array, positive: jax.Array, counted: jax.Array) -> jax.A
 METRICS = ("accuracy", "roc_auc")
 
 
+def mean_where(values: jax.Array, mask: jax.Array) -> jax.Array:
+    """The mean of `values` where `mask` holds; 0 where it never does."""
+    return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.maximum(mask.sum(), 1)
+
+
 def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Fraction of rows whose argmax equals the label."""
     return jnp.mean(jnp.argmax(logits, -1) == labels)

@@ -30,6 +30,7 @@ from policy_gnn_jax import api, fits, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.runtime import arguments, processes, runner
 from policy_gnn_jax.runtime.trainer import Trainer
+from policy_gnn_jax.treeutil import shapes
 
 SPLIT_MAPS = ("map", "vmap", "apart")
 
@@ -156,7 +157,7 @@ def join(trainers: list[Trainer], split_map: str) -> Trainer | None:
            for t in trainers):  # fmt: skip
         return None
     datas = [t.data for t in trainers]
-    if any(_shapes(d) != _shapes(datas[0]) for d in datas[1:]):
+    if any(shapes(d) != shapes(datas[0]) for d in datas[1:]):
         return None
     stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *datas)
     per_call = first.per_call
@@ -173,11 +174,6 @@ def join(trainers: list[Trainer], split_map: str) -> Trainer | None:
         data=stacked,
         per_call=per_call,
     )
-
-
-def _shapes(data) -> tuple:
-    leaves, tree = jax.tree.flatten(data)
-    return tree, [(np.shape(x), x.dtype) for x in leaves]
 
 
 def _over_splits(split_map: str, fn, *stacked):

@@ -1,4 +1,5 @@
-"""Two pytree helpers every trainer uses: a leafwise select and a finiteness check."""
+"""Pytree helpers: a leafwise select and a finiteness check (every trainer), and a tree's
+structure with its leaves' shapes and dtypes (to tell whether two trees are one kind)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ def tree_select(cond: jax.Array, new, old):
     Under vmap a `lax.cond` runs both branches anyway; a select keeps one code path.
     """
     return jax.tree.map(lambda a, b: jnp.where(cond, a, b), new, old)
+
+
+def shapes(tree) -> tuple:
+    """(structure, [(shape, dtype) per leaf]): equal for two trees of one kind."""
+    leaves, structure = jax.tree.flatten(tree)
+    return structure, [(tuple(x.shape), x.dtype) for x in leaves]
 
 
 def all_finite(tree) -> jax.Array:

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from policy_gnn_jax.metrics import mean_where
+
 AgentState = Any  # a pytree
 Policy = Any  # a pytree
 
@@ -59,12 +61,10 @@ class Agent(NamedTuple):
 def learning_summary(metrics: dict) -> dict:
     """The DQN's `learn` metrics per episode: the mean epsilon, the updates made, the mean TD
     loss over the steps that made one, and whether the Q-network stayed finite."""
-    updated = metrics["dqn_updates"] > 0
-    td_sum = jnp.sum(jnp.where(updated, metrics["td_loss"], 0.0))
     return {
         "epsilon": jnp.mean(metrics["epsilon"], axis=0),
         "dqn_updates": metrics["dqn_updates"].sum(0),
-        "td_loss": td_sum / jnp.maximum(updated.sum(), 1),
+        "td_loss": mean_where(metrics["td_loss"], metrics["dqn_updates"] > 0),
         "agent_finite": jnp.all(metrics["agent_finite"]),
     }
 

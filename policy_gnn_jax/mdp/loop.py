@@ -27,6 +27,7 @@ from policy_gnn_jax.agents import replay
 from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.mdp import audit as audit_lib
 from policy_gnn_jax.mdp import env
+from policy_gnn_jax.metrics import mean_where
 from policy_gnn_jax.treeutil import tree_select
 
 
@@ -130,11 +131,6 @@ def summarise_episode(ctx: LoopContext, per_step: tuple) -> dict:
     if ctx.observer is not None:
         summary.update(ctx.observer.summarise(observed))
     return summary
-
-
-def mean_where(values: jax.Array, mask: jax.Array) -> jax.Array:
-    """The mean of `values` where `mask` holds; 0 where it never does."""
-    return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.maximum(mask.sum(), 1)
 
 
 def run_episode(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):

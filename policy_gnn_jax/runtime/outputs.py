@@ -166,29 +166,44 @@ def hold_output_lock(path: pathlib.Path) -> None:
     lock = path.with_name(path.name + ".lock").absolute()
     if lock in _OUTPUT_LOCKS:
         return
+    _OUTPUT_LOCKS[lock] = _take_lock(
+        lock,
+        0o644,
+        cannot=lambda why: (
+            f"cannot make {lock}, the lock file of {path.name} ({why}): choose another --out."
+        ),
+        busy=lambda owner: (
+            f"another run (process {owner or 'unknown'}) is writing {path}: wait "
+            f"for it to end, or choose another --out."
+        ),
+        busy_errors=(OSError,),
+    )
+
+
+def _take_lock(lock: pathlib.Path, mode: int, *, cannot, busy, busy_errors=(BlockingIOError,),
+               before=None) -> int:  # fmt: skip
+    """The open descriptor of `lock`, locked with `flock` and holding this process's id, or a
+    CheckpointError: `cannot(reason)` where it cannot be opened (`before()` runs first, inside
+    the same check), `busy(owner's id)` where another process holds it."""
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            if before is not None:
+                before()
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, mode)
         except OSError as err:
-            raise CheckpointError(
-                f"cannot make {lock}, the lock file of {path.name} ({err.strerror or err}): "
-                f"choose another --out."
-            ) from None
+            raise CheckpointError(cannot(err.strerror or err)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        except busy_errors:
+            owner = os.pread(fd, 64, 0).decode(errors="replace").strip()
             os.close(fd)
-            raise CheckpointError(
-                f"another run (process {owner}) is writing {path}: wait for it to end, or "
-                f"choose another --out."
-            ) from None
+            raise CheckpointError(busy(owner)) from None
         if _is_at(fd, lock):
             break
         os.close(fd)  # its owner removed it after this open: lock the file there now
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
-    _OUTPUT_LOCKS[lock] = fd
+    return fd
 
 
 def _is_at(fd: int, path: pathlib.Path) -> bool:
@@ -290,29 +305,18 @@ class FolderLock:
         if held:
             held[0] += 1
             return self
-        while True:
-            try:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
-            except OSError as err:
-                raise CheckpointError(
-                    f"cannot write to the {self.what} {self.folder} ({err.strerror or err}): "
-                    f"choose a writable folder."
-                ) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-                os.close(fd)
-                raise CheckpointError(
-                    f"the {self.what} {self.folder} is in use by another run (process {owner}). "
-                    f"Wait for it to finish, or choose another folder."
-                ) from None
-            if _is_at(fd, self.path):
-                break
-            os.close(fd)  # its owner removed it after this open: lock the file there now
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        fd = _take_lock(
+            self.path,
+            0o666,
+            cannot=lambda why: (
+                f"cannot write to the {self.what} {self.folder} ({why}): choose a writable folder."
+            ),
+            busy=lambda owner: (
+                f"the {self.what} {self.folder} is in use by another run (process "
+                f"{owner or '?'}). Wait for it to finish, or choose another folder."
+            ),
+            before=lambda: self.folder.mkdir(parents=True, exist_ok=True),
+        )
         FolderLock._held[self.key] = [1, fd]
         return self
 
