@@ -65,7 +65,7 @@ def fit_or_load(
     one, saved there. Another run's fit in `folder` is refused before training unless
     `overwrite` (--overwrite), never replaced silently."""
     prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
-    if reuse.reusable_record(folder, ds, prepared, method, seeds, 0, "vmap", overwrite):
+    if reuse.reusable_record(folder, ds, prepared, method, seeds, 0, None, overwrite):
         return pg.load(folder)
     outputs.check_no_result(folder, overwrite, "--overwrite")
     fitted = pg.fit(ds, cfg, method=method, seeds=seeds, progress=False)
@@ -183,7 +183,7 @@ def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> N
         runs = {k: folder / f"split-{k}" / f"{method}-s{args.seeds}-e{args.episodes}"
                 for k in splits}  # fmt: skip
         todo = [k for k in splits if reuse.reusable_record(
-            runs[k], datasets[k], prepared, method, args.seeds, 0, "vmap", args.overwrite
+            runs[k], datasets[k], prepared, method, args.seeds, 0, None, args.overwrite
         ) is None]  # fmt: skip
         if len(todo) < 2 or not split_sweep.same_sizes([datasets[k] for k in todo]):
             continue  # each trained, and saved as it ends, in turn (`fit_or_load`)

@@ -52,11 +52,11 @@ def fit(
     checkpoint_dir: str | pathlib.Path | None = None,
     checkpoint_every: int = 5,
     devices: int | None = None,
-    seed_mode: str = "vmap",
+    seed_mode: str | None = None,
     backbone: Backbone | None = None,
     agent: Agent | None = None,
 ) -> fits.Fit:
-    """Trains `method` on `dataset` for `seeds` seeds derived from `seed`, as one jit(vmap).
+    """Trains `method` on `dataset` for `seeds` seeds derived from `seed`, as one compiled program.
 
     Args:
       dataset: a `Dataset` (`from_arrays`, `from_jraph`, `data.load_dataset`).
@@ -69,8 +69,8 @@ def fit(
         again with the same arguments resumes from it and ends bit-identical.
       devices: split the seeds over at most this many local devices (default: all of them;
         `runner.seed_sharding`).
-      seed_mode: "vmap" (default: the seeds batched) or "map" (one after another: a seed's
-        result is then bit-identical on any number of seeds and devices; `runner.over_seeds`).
+      seed_mode: "vmap" (seeds batched) or "map" (one after another: a seed's bits do not depend
+        on the seed or device count); None: the faster, map on a CPU, vmap on an accelerator.
       backbone: your own `Backbone` instead of the one `config.backbone` names.
       agent: your own `Agent` instead of the DQN (the MDP methods only).
 
@@ -82,7 +82,7 @@ def fit(
       input; DivergenceError (FloatingPointError): training produced NaN/inf.
     """
     config = config_lib.Config.paper() if config is None else config
-    seed, seeds, progress = arguments.check_fit_arguments(
+    seed, seeds, progress, seed_mode = arguments.check_fit_arguments(
         dataset, config, seeds, progress, checkpoint_every, devices, seed_mode, seed
     )
     entry = methods.get(method)

@@ -44,7 +44,7 @@ def fit_splits(
     seed: int = 0,
     progress: bool = True,
     devices: int | None = None,
-    seed_mode: str = "vmap",
+    seed_mode: str | None = None,
     split_map: str = "map",
 ) -> list[fits.Fit]:
     """`fit` of `method` on each dataset (`seeds` seeds from `seed`: the same keys on every
@@ -54,7 +54,7 @@ def fit_splits(
     config = config_lib.Config.paper() if config is None else config
     _check(datasets, split_map)
     for ds in datasets:
-        seed, seeds, progress = arguments.check_fit_arguments(
+        seed, seeds, progress, seed_mode = arguments.check_fit_arguments(
             ds, config, seeds, progress, 1, devices, seed_mode, seed
         )
     entry = methods.get(method)

@@ -22,7 +22,7 @@ def test_a_saved_fit_made_under_other_xla_flags_is_refused_unless_overwrite(
     cfg = pg.Config.tiny()
     pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
     prepared = methods.get("gcn").prepare(cfg)
-    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, None)
     assert reuse.reusable_record(*args, False) is not None  # the flags it was made under
     for flags in (OTHER_FLAGS, None):
         if flags is None:
@@ -72,7 +72,7 @@ def test_flags_that_differ_only_in_spaces_or_are_empty_are_the_same(tmp_path, sm
     cfg = pg.Config.tiny()
     pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
     prepared = methods.get("gcn").prepare(cfg)
-    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, None)
     for flags in ("", "  "):
         monkeypatch.setenv("XLA_FLAGS", flags)
         assert reuse.reusable_record(*args, False) is not None
@@ -101,7 +101,7 @@ def test_a_saved_fit_that_does_not_record_its_flags_is_not_taken_as_made_without
     manifest["files"]["results.json"] = hashlib.sha256(results.read_bytes()).hexdigest()
     (tmp_path / "f" / "fit.json").write_text(json.dumps(manifest))
     prepared = methods.get("gcn").prepare(cfg)
-    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    args = (tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, None)
     with pytest.raises(pg.CheckpointError, match="does not record its XLA_FLAGS"):
         reuse.reusable_record(*args, False)
     assert reuse.reusable_record(*args, True) is None

@@ -6,9 +6,12 @@ import pathlib
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import policy_gnn_jax as pg
 from policy_gnn_jax.runtime import runner
 
 SCRIPT = pathlib.Path(__file__).with_name("sharded_sweep.py")
@@ -51,3 +54,39 @@ def test_device_count_is_checked_and_seeds_split_evenly():
     assert runner.seed_sharding(4, devices=1) is None
     with pytest.raises(runner.ResourceError, match="seed mode"):
         runner.over_seeds(len, "loop", None)
+
+
+def test_the_default_seed_mode_is_map_on_a_cpu_and_vmap_on_an_accelerator(monkeypatch):
+    # Measured in benchmarks/bench.py (docs/performance.md): on a CPU a mapped seed is the
+    # cheaper, as it skips the backbone on the steps where it does not train.
+    assert runner.seed_mode_for(None) == "map"
+    monkeypatch.setattr(runner.jax, "default_backend", lambda: "gpu")
+    assert runner.seed_mode_for(None) == "vmap"
+    assert runner.seed_mode_for("map") == "map"
+    with pytest.raises(runner.ResourceError, match="seed mode"):
+        runner.seed_mode_for("loop")
+
+
+def test_a_fit_by_default_gives_one_seed_the_bits_it_has_among_three(small_dataset):
+    config = pg.Config.tiny(num_episodes=4, episodes_per_call=2)
+    one = pg.fit(small_dataset, config, seeds=1, progress=False)
+    three = pg.fit(small_dataset, config, seeds=3, progress=False)
+    assert one.record["seed_mode"] == three.record["seed_mode"] == "map"
+    for field in ("test_accuracy", "val_accuracy"):
+        assert one.record[field]["per_seed"] == three.record[field]["per_seed"][:1]
+    for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(three.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a)[0], np.asarray(b)[0])
+
+
+def test_one_mapped_seed_runs_its_computation_once():
+    # A loop XLA knows runs once would be removed (other rounding); one run twice costs double.
+    runs = []
+
+    def one_seed(data, x):
+        jax.debug.callback(lambda: runs.append(1))
+        return x * data
+
+    out = jax.jit(runner.over_seeds(one_seed, "map", None))(2.0, jnp.ones((1, 3)))
+    jax.block_until_ready(out)
+    jax.effects_barrier()
+    assert len(runs) == 1 and out.shape == (1, 3)

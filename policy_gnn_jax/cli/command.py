@@ -70,6 +70,13 @@ def _check_paths(args) -> None:
             f"--dataset {args.dataset} is a file's path, read from there; --data-dir is not "
             f"searched for it. Pass the full path and leave --data-dir out."
         )
+    if args.out and data.heterophily.is_npz_path(args.dataset):
+        graph, out = outputs.real_path(args.dataset), outputs.real_path(args.out)
+        if out in graph.parents and graph.name in outputs.RESULT_FILES:
+            raise config_lib.ConfigError(
+                f"--dataset {args.dataset} is {graph}, which would be replaced by the run's own "
+                f"{graph.name}: keep the graph outside {out}, or choose another --out."
+            )
     if args.out and pathlib.Path(args.out).is_dir():
         steps = [p for p in pathlib.Path(args.out).iterdir() if outputs.is_checkpoint_step(p)]
         if steps:
@@ -168,6 +175,7 @@ def _main(argv) -> int:
         if args.show_config:
             print(show_config(config))
             return 0
+        args.seed_mode = runner.seed_mode_for(args.seed_mode)
         if processes.index() != 0:  # process 0 writes the results, the others nothing
             return _run_worker(args, config)
         if args.out:

@@ -16,7 +16,8 @@ def check_fit_arguments(
 ):
     """What `fit` is given, checked before anything is built (a wrong type would otherwise
     fail deep inside JAX, or after the first chunk has trained). Returns seed, seeds and
-    progress as Python's int and bool (numpy's are welcome; the record is JSON)."""
+    progress as Python's int and bool (numpy's are welcome; the record is JSON), and the seed
+    mode the run uses (None: the backend's, `runner.seed_mode_for`)."""
     if isinstance(seed, bool | np.bool_):
         raise config_lib.ConfigError(f"seed must be a whole number, got {seed!r}.")
     if not isinstance(dataset, data.Dataset):
@@ -39,11 +40,12 @@ def check_fit_arguments(
     check_jax_modes()
     if not isinstance(progress, (bool, np.bool_)):  # numpy's bools are True or False too
         raise config_lib.ConfigError(f"progress must be True or False, got {progress!r}.")
-    if seed_mode not in runner.SEED_MODES:
+    if seed_mode is not None and seed_mode not in runner.SEED_MODES:
         raise config_lib.ConfigError(
-            f"seed_mode must be one of {runner.SEED_MODES}, got {seed_mode!r}."
+            f"seed_mode must be one of {runner.SEED_MODES} or None, got {seed_mode!r}."
         )
-    return (int(seed) if isinstance(seed, np.integer) else seed), int(seeds), bool(progress)
+    seed = int(seed) if isinstance(seed, np.integer) else seed
+    return seed, int(seeds), bool(progress), runner.seed_mode_for(seed_mode)
 
 
 def _whole(value) -> bool:

@@ -14,6 +14,7 @@ import functools
 import signal
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
@@ -86,6 +87,16 @@ def seed_sharding(num_seeds: int, devices: int | None = None) -> NamedSharding |
 SEED_MODES = ("vmap", "map")
 
 
+def seed_mode_for(mode: str | None) -> str:
+    """The seed mode a run uses: `mode`, or where it is None the faster one on this backend:
+    "map" on a CPU, "vmap" on an accelerator (docs/performance.md, "Batched and mapped seeds")."""
+    if mode is None:
+        return "map" if jax.default_backend() == "cpu" else "vmap"
+    if mode not in SEED_MODES:
+        raise ResourceError(f"seed mode must be one of {SEED_MODES} or None, got {mode!r}.")
+    return mode
+
+
 def over_seeds(fn, mode: str, sharding: NamedSharding | None):
     """`fn(data, x)` (one seed's `x`) over a leading seed axis of `x`, every seed reading the
     same `data`: batched (`vmap`) or one seed after another (`map`), and with a sharding, each
@@ -94,9 +105,9 @@ def over_seeds(fn, mode: str, sharding: NamedSharding | None):
     "map" makes a seed's bits independent of how many seeds and devices run: XLA vectorises a
     batched reduction differently for different batch sizes (a sum over rows of [64, 16] rounds
     differently under vmap batches of 1, 2 and 8 on the CPU), so under "vmap" a seed's bits
-    depend on the seeds per device. On a CPU "map" also measured faster per seed (docs/scale.md,
-    "Performance"); "vmap" is the default because it is what accelerators want, and the results
-    published so far were made with it.
+    depend on the seeds per device. On a CPU "map" is also the faster (`seed_mode_for`): a mapped
+    seed skips the backbone's work on the steps where it does not train, which a batched one
+    computes and discards.
     """
     if mode not in SEED_MODES:
         raise ResourceError(f"seed mode must be one of {SEED_MODES}, got {mode!r}.")
@@ -119,16 +130,27 @@ def over_seeds(fn, mode: str, sharding: NamedSharding | None):
 
 
 def _map_seeds(fn, data, xs):
-    """`fn` over the seeds one after another. A single seed runs as the first of two copies:
-    XLA removes a loop of one trip and compiles its body together with what surrounds it,
-    which rounds differently (measured: one seed of a run over 3 processes, alone in its
-    process, trained another Q-network than in a one-process run); a loop of two trips compiles
-    its body as every longer loop does."""
+    """`fn` over the seeds one after another, as a loop of the same form for any number of
+    seeds, so that XLA compiles the body alike and a seed's bits do not depend on the count: the
+    trip count passes an optimisation barrier (XLA removes a loop it knows runs once and
+    compiles the body with what surrounds it), and a single seed sits in two slots (XLA turns a
+    slice of an axis of one into a reshape). Either rounds differently (measured: one seed of a
+    run over 3 processes, alone in its process, trained another Q-network than in a one-process
+    run). The second slot is never computed."""
     one_seed = functools.partial(fn, data)
-    if jax.tree.leaves(xs)[0].shape[0] != 1:
-        return jax.lax.map(one_seed, xs)
-    twice = jax.lax.map(one_seed, jax.tree.map(lambda x: jax.numpy.concatenate([x, x]), xs))
-    return jax.tree.map(lambda y: y[:1], twice)
+    count = jax.tree.leaves(xs)[0].shape[0]
+    if count == 1:
+        xs = jax.tree.map(lambda x: jnp.concatenate([x, x]), xs)
+    shapes, treedef = jax.tree.flatten(jax.eval_shape(one_seed, jax.tree.map(lambda x: x[0], xs)))
+
+    def seed(i, done):
+        out = jax.tree.leaves(one_seed(jax.tree.map(lambda x: x[i], xs)))
+        return [d.at[i].set(o) for d, o in zip(done, out, strict=True)]
+
+    empty = [jnp.zeros((max(count, 2), *s.shape), s.dtype) for s in shapes]
+    trips = jax.lax.optimization_barrier(jnp.int32(count))
+    done = jax.lax.fori_loop(0, trips, seed, empty)
+    return jax.tree.unflatten(treedef, [d[:count] for d in done])
 
 
 def chunk_lengths(total: int, per_call: int) -> list[int]:
@@ -198,7 +220,7 @@ def run_trainer(
     checkpoint: checkpoint_lib.Checkpointer | None = None,
     checkpoint_every: int = 5,
     devices: int | None = None,
-    seed_mode: str = "vmap",
+    seed_mode: str | None = None,
     compiler_options: dict | None = None,
     matmul_precision: str | None = "highest",
 ):
@@ -213,8 +235,8 @@ def run_trainer(
       checkpoint: resume from it if it holds a checkpoint of this run, and save to it.
       checkpoint_every: save every this many chunks (and after the last one).
       devices: shard the seeds over at most this many local devices (default: all).
-      seed_mode: "vmap" (batched) or "map" (a seed's bits independent of the seed and device
-        counts); `over_seeds`.
+      seed_mode: "vmap" (batched), "map" (a seed's bits independent of the seed and device
+        counts; `over_seeds`) or None (the faster on this backend, `seed_mode_for`).
       compiler_options, matmul_precision: how every program is compiled (`compilation`).
 
     Returns:
@@ -224,7 +246,7 @@ def run_trainer(
     num_seeds = keys.shape[0]
     lengths = chunk_lengths(trainer.total, trainer.per_call)
     sharding = seed_sharding(num_seeds, devices)
-    seeds = functools.partial(over_seeds, mode=seed_mode, sharding=sharding)
+    seeds = functools.partial(over_seeds, mode=seed_mode_for(seed_mode), sharding=sharding)
     if sharding is not None:
         keys = jax.device_put(keys, sharding)
     programs = build_programs(

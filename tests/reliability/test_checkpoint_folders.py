@@ -64,7 +64,7 @@ def test_a_checkpoint_resumes_only_in_its_seed_mode(tmp_path, capsys):
     argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "2", "--episodes", "4"]
     argv += ["--set", "episodes_per_call=2", "--checkpoint-every", "1", "--no-progress"]
     argv += ["--checkpoint-dir", str(tmp_path / "ck")]
-    assert cli.main([*argv, "--out", str(tmp_path / "a")]) == 0
+    assert cli.main([*argv, "--seed-mode", "vmap", "--out", str(tmp_path / "a")]) == 0
     code = cli.main([*argv, "--seed-mode", "map", "--out", str(tmp_path / "b")])
     assert code == 2 and "different run" in capsys.readouterr().err
 

@@ -16,6 +16,9 @@ from reliability_helpers import (
 )
 
 import policy_gnn_jax as pg
+from policy_gnn_jax.runtime import runner
+
+DEFAULT_MODE = runner.seed_mode_for(None)  # the seed mode a fit runs in unless told
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +193,9 @@ def test_a_fit_saved_before_the_sizes_were_hashed_loads_and_is_reused(tmp_path, 
     _as_saved_before(tmp_path / "f", small_dataset)
     assert pg.load(tmp_path / "f").record["test_accuracy"] == fitted.record["test_accuracy"]
     prepared = methods.get("gcn").prepare(cfg)
-    found = saved_fit.saved_record_of(tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, "vmap")
+    found = saved_fit.saved_record_of(
+        tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, DEFAULT_MODE
+    )
     assert found is not None
 
 
@@ -205,8 +210,11 @@ def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
     pg.fit(wide, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
     _as_saved_before(tmp_path / "f", wide)
     prepared = methods.get("gcn").prepare(cfg)
-    assert saved_fit.saved_record_of(tmp_path / "f", wide, prepared, "gcn", 1, 0, "vmap")
-    assert saved_fit.saved_record_of(tmp_path / "f", narrow, prepared, "gcn", 1, 0, "vmap") is None
+    assert saved_fit.saved_record_of(tmp_path / "f", wide, prepared, "gcn", 1, 0, DEFAULT_MODE)
+    assert (
+        saved_fit.saved_record_of(tmp_path / "f", narrow, prepared, "gcn", 1, 0, DEFAULT_MODE)
+        is None
+    )
 
 
 def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):

@@ -45,7 +45,7 @@ def test_splits_with_overwrite_over_a_single_fit_leaves_no_stale_fit(tmp_path):
 
 def test_a_saved_split_of_another_seed_mode_is_not_reused(tmp_path, capsys):
     file = _benchmark_file(tmp_path / "bench.npz")
-    assert cli.main(_argv(file, tmp_path / "o", "--splits", "0")) == 0
+    assert cli.main(_argv(file, tmp_path / "o", "--splits", "0", "--seed-mode", "vmap")) == 0
     (tmp_path / "o" / "results.json").unlink()
     again = _argv(file, tmp_path / "o", "--splits", "0", "--seed-mode", "map")
     assert cli.main(again) == 2

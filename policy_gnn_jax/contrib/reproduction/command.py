@@ -99,10 +99,11 @@ def main(argv=None) -> int:
     )
     p.add_argument(
         "--seed-mode",
-        default="vmap",
+        default=None,
         choices=runner.SEED_MODES,
-        help="vmap: seeds batched (the published runs); map: one after another (faster per seed "
-        "on a CPU; other bits). A saved run is reused only in the mode it was made in",
+        help="vmap: seeds batched; map: one after another (other bits) (default: map on a CPU, "
+        "where it is the faster, vmap on an accelerator). A saved run is reused only in the "
+        "mode it was made in",
     )
     p.add_argument("--data-dir", default=None)
     p.add_argument(
@@ -129,6 +130,7 @@ def run(args) -> None:
     """Refuses bad input before any sweep, then runs the command."""
     check_args(args)
     _warn_unread_dataset_flags(args)
+    args.seed_mode = runner.seed_mode_for(args.seed_mode)
     with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
         COMMANDS[args.what](args)
 
@@ -157,7 +159,7 @@ def _warn_unread_dataset_flags(args) -> None:
             instead = f" (it reads {reads})" if reads else ""
             print(f"warning: {flag} is not used by {args.what}{instead}.", file=sys.stderr)
     runs = {"--seeds": args.seeds != 10, "--episodes": args.episodes is not None,
-            "--seed-mode": args.seed_mode != "vmap"}  # fmt: skip
+            "--seed-mode": args.seed_mode is not None}  # fmt: skip
     for flag in (f for f, said in runs.items() if said and args.what == "figures"):
         print(f"warning: {flag} is not used by figures (it draws the runs under --out).",
               file=sys.stderr)  # fmt: skip

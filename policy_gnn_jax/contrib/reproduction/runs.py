@@ -9,7 +9,7 @@ import pathlib
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import outputs, records
+from policy_gnn_jax.runtime import outputs, records, runner
 
 
 def _as_json(cfg: config_lib.Config) -> dict:
@@ -31,13 +31,14 @@ def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None
 
 
 def run_or_load(
-    out: pathlib.Path, ds, cfg, method, seeds, seed_mode="vmap", seed=0, replace=False
+    out: pathlib.Path, ds, cfg, method, seeds, seed_mode=None, seed=0, replace=False
 ) -> dict:
     """Runs one sweep unless a matching results.json is already saved there (same data, config,
-    seeds, method and seed mode; records from before the mode was recorded were all vmapped).
+    seeds, method and seed mode, None meaning the backend's, `runner.seed_mode_for`; records
+    that name no mode were all vmapped).
     A saved run of anything else is replaced only with `replace` (`--overwrite`): never lost
     silently."""
-    made = not out.exists()
+    made, seed_mode = not out.exists(), runner.seed_mode_for(seed_mode)
     try:
         with outputs.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
             return _run_or_load(out, ds, cfg, method, seeds, seed_mode, seed, replace)
