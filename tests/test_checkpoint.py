@@ -88,9 +88,9 @@ def test_a_damaged_checkpoint_is_named_with_the_fix(finished, small_dataset, tmp
 
 
 def test_a_checkpoint_of_another_state_layout_is_a_short_clear_error(tmp_path):
-    """A checkpoint written before the state gained a field (the kept validation
-    logits) cannot be resumed. Before: the error carried orbax's list of every saved key (about
-    9 000 characters for a small run) and did not say why."""
+    """A checkpoint written before the state gained a field (the kept validation logits) cannot be
+    resumed. The error says why, in short, not with orbax's list of every saved key (about 9 000
+    characters for a small run)."""
     saved = {"params": {f"w_{i}": np.zeros((4, 4), np.float32) for i in range(40)}}
     metrics = {"val_accuracy": np.zeros((1, 2), np.float32)}
     checkpoint.Checkpointer(tmp_path / "c", "run").save(1, 2, saved, metrics)

@@ -110,7 +110,7 @@ def test_the_fields_a_method_ignores_are_config_fields():
 
 
 def test_a_script_stopped_by_a_signal_says_so_in_one_line(capsys):
-    """Before: SIGTERM ended the benchmarks with no line, and every script claimed that runs
+    """SIGTERM ends the benchmarks with a line too, and only a script that saves claims that runs
     "saved before it are kept", which benchmarks do not do."""
     from policy_gnn_jax.runtime import runner
 

@@ -28,8 +28,8 @@ def test_a_row_made_the_same_way_is_kept():
 
 
 def test_an_entry_that_does_not_record_its_xla_flags_is_not_taken_as_made_without():
-    """Before: a missing "xla_flags" read as None, so rows made under flags (an entry written
-    before the flags were recorded) were kept and relabelled as made without any."""
+    """A missing "xla_flags" is not read as None: rows made under flags (an entry written before the
+    flags were recorded) would be kept and relabelled as made without any."""
     old = {k: v for k, v in SETTINGS.items() if k != "xla_flags"}
     kept, said = _keep({**old, "rows": {"policy-gnn": ROW}})
     assert "policy-gnn" not in kept["rows"]
@@ -50,16 +50,17 @@ def test_an_entry_that_does_not_record_its_xla_flags_is_not_taken_as_made_withou
     ],
 )
 def test_a_row_that_is_not_one_the_study_writes_is_not_kept_and_is_said(rows):
-    """Before: each raised from deep inside (KeyError, TypeError) after the policies had
-    trained, or was kept and broke the table."""
+    """A row that is not one the study writes is not kept, and is said: otherwise each raises from
+    deep inside (KeyError, TypeError) after the policies have trained, or is kept and breaks the
+    table."""
     kept, said = _keep({**SETTINGS, "rows": rows})
     assert "policy-gnn" not in kept["rows"]
     assert len(said) == 1 and "not kept" in said[0]
 
 
 def test_a_file_written_before_seeds_and_depths_were_per_dataset_keeps_its_rows():
-    """Before: the entry was read without the file's top-level "seeds" and "max_depth", so its
-    rows were said to be made with "seeds None" and dropped."""
+    """The entry is read with the file's top-level "seeds" and "max_depth": without them its rows
+    would be said to be made with "seeds None" and dropped."""
     entry = {k: v for k, v in SETTINGS.items() if k not in ("seeds", "max_depth")}
     merged = {
         "seeds": 1,
@@ -72,8 +73,9 @@ def test_a_file_written_before_seeds_and_depths_were_per_dataset_keeps_its_rows(
 
 
 def test_a_results_file_whose_entry_has_no_rows_or_metric_is_refused_before_training(tmp_path):
-    """Before: the file passed the check (every entry a dict), the study trained, rewrote the
-    JSON, and broke on the table (KeyError: 'rows'), leaving the table out of step."""
+    """Such a file is refused ahead of training: it would pass a check of every entry being a dict,
+    and the study would train, rewrite the JSON, and break on the table (KeyError: 'rows'), leaving
+    the table out of step."""
     from policy_gnn_jax.contrib.study_shapes import heterophily_shape
 
     good = {"datasets": {"texas": {**SETTINGS, "rows": {"policy-gnn": ROW}}}}

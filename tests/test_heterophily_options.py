@@ -30,9 +30,9 @@ def _earlier_options(tmp_path, chosen: str, score: float, seeds: int = 1) -> pat
 
 
 def test_options_scores_a_new_combination_beside_the_ones_scored_before(tmp_path):
-    """Before: `options --options ego+res` needed every other combination trained again (and
-    one alone was refused); now the combinations the file scored with the same seeds, depths
-    and splits stay, and the choice is made over all of them."""
+    """`options --options ego+res` trains that combination alone: the combinations the file scored
+    with the same seeds, depths and splits stay, and the choice is made over all of them, so no
+    other combination has to be trained again."""
     need("texas")
     path = _earlier_options(tmp_path, "ego", 1.0)  # no run scores above it
     done = _study(tmp_path, "options", "--options", "ego+res")
@@ -93,8 +93,9 @@ def test_scores_made_with_other_seeds_are_not_candidates(tmp_path):
     ],  # fmt: skip
 )
 def test_a_kept_score_that_is_not_a_score_is_one_error_before_training(tmp_path, edit):
-    """Before: a NaN or True mean won the choice (and NaN was written, which no JSON reader
-    takes); other types ended in a traceback, some after the training."""
+    """A kept score that is not a score is one error ahead of training: a NaN or True mean would win
+    the choice (and NaN would be written, which no JSON reader takes), and other types would end in
+    a traceback, some after the training."""
     path = _earlier_options(tmp_path, "ego", 0.9)
     entry = json.loads(path.read_text())
     edit(entry["texas"])
@@ -136,8 +137,8 @@ def test_a_score_of_another_definition_is_not_kept_and_is_said(tmp_path):
 
 
 def test_the_study_refuses_options_whose_fields_are_not_the_chosen_ones(tmp_path):
-    """Before: a file whose `options` said layer norm and teleport 0.5 beside `chosen_by_val:
-    ego` ran ego without a word."""
+    """A file whose `options` say layer norm and teleport 0.5 beside `chosen_by_val: ego` is
+    refused, not run as ego without a word."""
     path = _earlier_options(tmp_path, "ego", 0.9)
     entry = json.loads(path.read_text())
     entry["texas"]["options"] = {"ego_head": False, "layer_norm": True, "teleport": 0.5}
@@ -149,8 +150,8 @@ def test_the_study_refuses_options_whose_fields_are_not_the_chosen_ones(tmp_path
 
 @pytest.mark.parametrize("flags", ["--xla_cpu_enable_fast_math=false", "unrecorded"])
 def test_a_score_made_under_other_xla_flags_or_not_saying_them_is_not_kept(flags):
-    """Before: the options file's scores kept no flags, so a score made under other XLA flags
-    competed with this run's without a word (the flags change the bits)."""
+    """A score made under other XLA flags (the flags change the bits), or not saying its flags, is
+    not kept: it would compete with this run's without a word."""
     from policy_gnn_jax.contrib.adaptive_depth import backbone_options
 
     score = {"val": {"mean": 0.8, "std": 0.0, "per_split": [0.8]}, "xla_flags": flags}

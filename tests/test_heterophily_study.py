@@ -82,8 +82,9 @@ NO_POLICIES = ("--skip", "policy-gnn", "random", "policy-gnn-plus")
 
 
 def test_a_study_of_other_datasets_keeps_the_earlier_ones_in_the_table(studied):
-    """Before: the .md table and the figure were rewritten with this run's datasets only, and
-    the JSON's one "seeds" relabelled every dataset with this run's count."""
+    """A study of other datasets keeps the ones already studied in the .md table and the figure, and
+    the JSON keeps each dataset's own "seeds": one top-level "seeds" would relabel every dataset
+    with this run's count."""
     need("cornell")
     done = _study(studied, "study", "--datasets", "cornell", "--seeds", "2", *NO_POLICIES)
     assert done.returncode == 0, done.stderr
@@ -96,9 +97,9 @@ def test_a_study_of_other_datasets_keeps_the_earlier_ones_in_the_table(studied):
 
 
 def test_a_skipped_policy_keeps_its_row_made_with_the_same_settings(studied, tmp_path):
-    """Before: a study that skipped a policy dropped its row from the dataset's entry, so adding
-    one policy to a finished dataset meant training the others again, or --overwrite and losing
-    their rows (and Policy-GNN's depths in the figure)."""
+    """A study that skips a policy keeps that policy's row in the dataset's entry: dropping it,
+    adding one policy to a finished dataset would mean training the others again, or --overwrite and
+    losing their rows (and Policy-GNN's depths in the figure)."""
     copy = tmp_path / "copy"
     shutil.copytree(studied, copy)
     before = json.loads((copy / "results.json").read_text())["datasets"]["texas"]
@@ -130,7 +131,7 @@ def test_a_skipped_policys_row_made_otherwise_is_not_kept_and_is_said(studied, t
 
 
 def test_options_chosen_at_another_depth_range_are_said(studied):
-    """Before: options chosen at max-depth 1 were used at max-depth 2 without a word."""
+    """Options chosen at max-depth 1 and used at max-depth 2 are said, not used without a word."""
     other = str(studied / "other.json")  # the same file's texas entry is not replaced
     figure = str(studied / "other.png")  # depths.png is the figure of results.json
     done = _study(studied, "study", "--max-depth", "2", *NO_POLICIES, "--results-json", other,
@@ -140,14 +141,14 @@ def test_options_chosen_at_another_depth_range_are_said(studied):
 
 
 def test_options_needs_two_different_candidates(tmp_path):
-    """Before: `--options plain plain` replaced an earlier choice among two."""
+    """`--options plain plain` is refused: it would replace a choice made among two."""
     done = _study(tmp_path, "options", "--options", "plain", "plain")
     assert done.returncode == 2
     assert "at least two different combinations" in done.stderr.strip().splitlines()[-1]
 
 
 def test_too_many_splits_are_refused_before_any_folder_is_made(tmp_path):
-    """Before: the refusal came after the output folders were made, and left them empty."""
+    """Too many splits are refused ahead of making the output folders, which would be left empty."""
     work = tmp_path / "new"
     done = _study(work, "study", "--num-splits", "11")  # the last --num-splits wins
     assert done.returncode == 2 and "--num-splits 11: texas has 10 splits" in done.stderr
@@ -171,8 +172,8 @@ def test_a_refusal_after_the_folders_were_made_is_one_error(tmp_path, fault):
 
 @pytest.mark.parametrize("what", ["study", "options"])
 def test_a_different_run_does_not_replace_a_datasets_entry_unasked(studied, what):
-    """Before: a smoke run (one seed) replaced the entry of the ten-split study in the JSON
-    files, with exit 0 and no word."""
+    """A smoke run (one seed) does not replace the entry of the ten-split study in the JSON files,
+    with exit 0 and no word."""
     name = "results.json" if what == "study" else "options.json"
     before = (studied / name).read_bytes()
     extra = ("--seeds", "2", *NO_POLICIES) if what == "study" else ("--seeds", "2", "--options",
@@ -193,8 +194,8 @@ def test_a_different_run_does_not_replace_a_datasets_entry_unasked(studied, what
     ],
 )
 def test_output_paths_that_would_overwrite_each_other_are_refused(tmp_path, flags, message):
-    """Before: the figure was written over the results JSON, or the study's summary over the
-    chosen options, with exit 0."""
+    """Output paths that would overwrite each other are refused: the figure would be written over
+    the results JSON, or the study's summary over the chosen options, with exit 0."""
     results = tmp_path / "results.json"
     flags = [f.format(results=results, tmp=tmp_path) for f in flags]
     done = _study(tmp_path, "study", *NO_POLICIES, *flags)
@@ -290,8 +291,8 @@ def test_an_entry_that_adds_rows_keeps_the_rows_it_had(tmp_path):
 
 
 def test_splits_of_other_sizes_train_in_turn_and_are_not_said_to_be_one_program(tmp_path):
-    """Before: chameleon-filtered's splits (their sizes differ) were said to train "as one
-    program" while they ran one after another, and none was saved until all had ended."""
+    """chameleon-filtered's splits (their sizes differ) train one after another, so they are not
+    said to train "as one program", and each is saved without waiting for all to end."""
     need("chameleon-filtered")
     done = _study(tmp_path, "study", "--datasets", "chameleon-filtered", "--num-splits", "2",
                   "--skip", "random", "policy-gnn-plus", "--options", "plain")  # fmt: skip

@@ -37,7 +37,8 @@ def _build(**changes):
     "split, value", [("train_index", 2**32 + 5), ("val_index", -(2**31) - 1), ("test_index", 2**40)]
 )
 def test_split_ids_beyond_int32_are_refused_with_the_value(split, value):
-    """Before: 2**32 + 40 was stored as 40 (the cast ran before the range check)."""
+    """Split ids beyond int32 are refused with the value: a cast ahead of the range check would
+    store 2**32 + 40 as 40."""
     ids = dict(train_index=np.arange(10), val_index=np.arange(10, 30), test_index=np.arange(30, 60))
     ids[split] = np.array([*ids[split][:-1], value], dtype=np.int64)
     with pytest.raises(pg.InvalidDatasetError, match=str(value)):
@@ -45,7 +46,8 @@ def test_split_ids_beyond_int32_are_refused_with_the_value(split, value):
 
 
 def test_labels_beyond_int32_are_refused_with_the_value():
-    """Before: a label 2**32 + 1 trained as class 1, with num_classes 4294967298."""
+    """Labels beyond int32 are refused with the value: a label 2**32 + 1 would train as class 1,
+    with num_classes 4294967298."""
     labels = np.arange(N, dtype=np.int64) % 2
     labels[3] = 2**32 + 1
     with pytest.raises(pg.InvalidDatasetError, match=str(2**32 + 1)):
@@ -53,8 +55,8 @@ def test_labels_beyond_int32_are_refused_with_the_value():
 
 
 def test_a_stray_label_on_an_unlabelled_node_is_named():
-    """Before: a label of 10**9 on a node in no split made 10**9 + 1 classes, and the run failed
-    with "use at most 0 seeds"."""
+    """A stray label on a node in no split is named: a label of 10**9 would make 10**9 + 1 classes,
+    and the run would fail with "use at most 0 seeds"."""
     labels = np.arange(N, dtype=np.int64) % 2
     labels[59] = 10**9
     with pytest.raises(pg.InvalidDatasetError, match=r"node 59.*1000000000") as caught:
@@ -63,7 +65,7 @@ def test_a_stray_label_on_an_unlabelled_node_is_named():
 
 
 def test_features_below_float32_are_counted_in_a_warning():
-    """Before: 1e-50 became 0 silently."""
+    """Features float32 rounds to 0 (1e-50) are counted in a warning, not zeroed silently."""
     features = _arrays()["features"]
     features[:2, 0] = 1e-50
     with pytest.warns(UserWarning, match=r"2 feature values .* become 0 in float32"):
@@ -71,7 +73,7 @@ def test_features_below_float32_are_counted_in_a_warning():
 
 
 def test_features_above_float32_are_refused_as_such():
-    """Before: 1e39 was reported as "features contain NaN or inf"."""
+    """1e39 is refused as beyond float32's range, not reported as "features contain NaN or inf"."""
     features = _arrays()["features"]
     features[5, 1] = 1e39
     with pytest.raises(pg.InvalidDatasetError, match=r"1 feature value.*float32's range") as c:
@@ -80,7 +82,8 @@ def test_features_above_float32_are_refused_as_such():
 
 
 def test_complex_features_are_refused():
-    """Before: the imaginary part was dropped with only numpy's warning."""
+    """Complex features are refused: the imaginary part would be dropped with only numpy's
+    warning."""
     features = _arrays()["features"].astype(complex)
     features[0, 0] += 1j
     with pytest.raises(pg.InvalidDatasetError, match="complex"):
@@ -88,7 +91,7 @@ def test_complex_features_are_refused():
 
 
 def test_a_square_edge_array_needs_its_layout():
-    """Before: a 2x2 array meant as [E, 2] was read as [2, E]."""
+    """A square edge array needs its layout: a 2x2 array meant as [E, 2] would be read as [2, E]."""
     edges = np.array([[0, 1], [2, 3]])  # meant as edges 0-1 and 2-3
     with pytest.raises(pg.InvalidDatasetError, match="edges_layout"):
         _build(edges=edges)
@@ -147,7 +150,8 @@ def test_a_graphs_tuple_that_disagrees_with_itself_is_refused():
     ],
 )
 def test_config_fields_are_type_and_range_checked(field, value):
-    """Before: TypeError / OverflowError from inside JAX, after compiling."""
+    """Config fields are type- and range-checked when built, not left to a TypeError / OverflowError
+    from inside JAX, after compiling."""
     with pytest.raises(pg.ConfigError, match=field):
         pg.Config(**{field: value})
 
@@ -164,7 +168,8 @@ def test_a_huge_buffer_on_the_command_line_is_one_error(capsys, tmp_path):
 
 @pytest.mark.parametrize("every", [0, -1, 1.5])
 def test_checkpoint_every_is_checked_before_training(every, tmp_path):
-    """Before: 0 raised ZeroDivisionError after the first chunk had trained; -1 was accepted."""
+    """checkpoint_every is checked ahead of training: 0 would raise ZeroDivisionError after the
+    first chunk had trained, and -1 would be accepted."""
     with pytest.raises(pg.ConfigError, match="checkpoint_every"):
         pg.fit(_build(), pg.Config.tiny(), checkpoint_dir=tmp_path, checkpoint_every=every)
     assert not any(tmp_path.iterdir())
@@ -186,7 +191,7 @@ def test_fit_checks_its_arguments(kwargs, message):
 
 
 def test_fit_takes_numpy_bools_for_progress():
-    """Before: progress=np.False_ was refused as "must be True or False"."""
+    """fit takes progress=np.False_ rather than refuse it as "must be True or False"."""
     fit = pg.fit(_build(), pg.Config.tiny(epochs=1), method="gcn", seeds=1, progress=np.False_)
     assert fit.record["seeds"] == 1
 
@@ -203,7 +208,8 @@ def test_csbm_seed_errors_name_the_flag(capsys, tmp_path):
 
 
 def test_huge_features_are_named_when_training_diverges():
-    """Before: features near 2e38 gave "lower the GCN learning rate", the wrong fix."""
+    """Features near 2e38 are named when training diverges, not met with "lower the GCN learning
+    rate", the wrong fix."""
     features = _arrays()["features"]
     features[:, 0] = 2e38
     ds = _build(features=features)
@@ -226,8 +232,8 @@ def test_huge_features_are_named_when_training_diverges():
     ],
 )
 def test_a_dataset_description_that_cannot_be_saved_is_refused_up_front(change, message):
-    """Before: such a dataset trained and saved, then its fit would not load (or the record
-    could not be written after training)."""
+    """A dataset description that cannot be saved is refused up front: such a dataset would train
+    and save, then its fit would not load (or the record could not be written after training)."""
     import dataclasses
 
     with pytest.raises(pg.InvalidDatasetError, match=message):

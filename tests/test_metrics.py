@@ -60,8 +60,8 @@ def test_roc_auc_runs_under_jit_and_vmap():
 
 
 def test_roc_auc_of_nan_scores_is_nan_and_wrong_inputs_are_refused():
-    """Before: a NaN score on a positive scored a perfect 1.0; class ids as `positive` found
-    no positive and said 0.5; shapes broadcast."""
+    """A NaN score on a positive gives NaN, not a perfect 1.0; class ids as `positive` (which find
+    no positive and would say 0.5) and shapes that would broadcast are refused."""
     positive = jnp.array([False, False, True, True])
     counted = jnp.ones(4, bool)
     assert np.isnan(float(metrics.roc_auc(jnp.array([0.1, 0.4, jnp.nan, 0.8]), positive, counted)))

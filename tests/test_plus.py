@@ -119,8 +119,8 @@ def test_plus_config_refuses_bad_values(overrides, message):
 
 
 def test_a_diverging_backbone_is_blamed_not_the_bandit(small_dataset):
-    """Before: a huge GCN step left the parameters finite but the outputs NaN, and the error
-    named the bandit's learning rate."""
+    """A diverging backbone is blamed, not the bandit: a huge GCN step leaves the parameters finite
+    but the outputs NaN, and the error names the GCN learning rate, not the bandit's."""
     cfg = _tiny_plus_config(gcn_lr=1e30)
     with pytest.raises(pg.DivergenceError, match="Lower the GCN learning rate"):
         pg.fit(small_dataset, cfg, method="policy-gnn-plus", seeds=1, progress=False)

@@ -223,8 +223,9 @@ def test_processes_started_with_different_runs_are_refused(tmp_path):
 
 
 def test_a_run_refused_by_process_0_ends_every_process_with_one_line(tmp_path):
-    """Before: process 0 refused an --out holding a result and left; the other trained, then
-    JAX aborted it (a C++ stack trace, status 134) when process 0's service went away."""
+    """When process 0 refuses an --out holding a result, every process ends with one line: otherwise
+    the other trains, then JAX aborts it (a C++ stack trace, status 134) when process 0's service
+    goes away."""
     out = tmp_path / "held"
     out.mkdir()
     (out / "results.json").write_text("{}")
@@ -236,8 +237,9 @@ def test_a_run_refused_by_process_0_ends_every_process_with_one_line(tmp_path):
 
 
 def test_a_process_whose_process_0_never_starts_stops_with_one_line(tmp_path):
-    """Before: it waited inside JAX, deaf to signals, then JAX aborted it (a C++ stack trace,
-    status 134). Now it waits for process 0's port itself, for POLICY_GNN_CONNECT_TIMEOUT_S."""
+    """It waits for process 0's port itself, for POLICY_GNN_CONNECT_TIMEOUT_S, then stops with one
+    line: waiting inside JAX, it would be deaf to signals, and JAX would then abort it (a C++ stack
+    trace, status 134)."""
     env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "4"}
     argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(1, _free_port(), 2)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
@@ -259,9 +261,10 @@ def test_a_bad_connect_timeout_is_one_error(tmp_path):
 
 
 def test_a_connect_timeout_reaches_process_0s_wait_as_whole_seconds(tmp_path):
-    """Before: any value of the variable crashed process 0 at once with a TypeError traceback
-    (JAX takes whole seconds). Now process 0 waits that long for its partner; when none comes,
-    JAX itself ends it (status 134, the known limit in docs/scale.md)."""
+    """The variable reaches process 0's wait as whole seconds: JAX takes whole seconds, and any
+    other value would crash process 0 at once with a TypeError traceback. Process 0 waits that long
+    for its partner; when none comes, JAX itself ends it (status 134, the known limit in
+    docs/scale.md)."""
     env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "2.5"}
     argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(0, _free_port(), 2)]
     started = time.monotonic()

@@ -85,7 +85,7 @@ def test_flags_that_differ_only_in_spaces_or_are_empty_are_the_same(tmp_path, sm
 def test_a_saved_fit_that_does_not_record_its_flags_is_not_taken_as_made_without(
     tmp_path, small_dataset, monkeypatch
 ):
-    """Before: a record without `versions.xla_flags` counted as made without flags: reused
+    """A record without `versions.xla_flags` is not taken as made without flags: it would be reused
     unasked, and refused under flags as "made under XLA_FLAGS=None"."""
     import hashlib
     import json
@@ -109,8 +109,8 @@ def test_a_saved_fit_that_does_not_record_its_flags_is_not_taken_as_made_without
 
 def test_cached_fixed_depths_that_do_not_record_their_flags_are_refused(tmp_path, small_dataset,
                                                                        monkeypatch):  # fmt: skip
-    """Before: a cache made before the flags were in its tag had the tag of one made without
-    flags, so one made under flags was reused in a process without any."""
+    """A cache whose tag does not record the flags is refused: its tag is that of one made without
+    flags, so one made under flags would be reused in a process without any."""
     import json
 
     monkeypatch.delenv("XLA_FLAGS", raising=False)

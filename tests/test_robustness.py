@@ -36,7 +36,8 @@ def _cli(capsys, *argv):
 
 
 def test_gcn_divergence_is_an_error_naming_the_episode_and_the_learning_rate(small_dataset):
-    """Before: NaN GCN parameters with a finite validation accuracy reported a plausible 0.25."""
+    """NaN GCN parameters with a finite validation accuracy are a divergence error, not a reported,
+    plausible accuracy of 0.25."""
     with pytest.raises(pg.DivergenceError, match=r"episode 1 .*backbone.*--gcn-lr.*1e\+30"):
         pg.fit(small_dataset, pg.Config.tiny(gcn_lr=1e30), seeds=1, progress=False)
 
@@ -63,7 +64,8 @@ def test_cli_divergence_exits_2_with_one_error_line(capsys, tmp_path):
 
 
 def test_exactly_the_episodes_and_epochs_asked(small_dataset, small_graph):
-    """Before: the last chunk ran whole (2 asked -> 10 run; 30 epochs -> a curve of 40)."""
+    """Exactly the episodes and epochs asked run: the last chunk run whole would turn 2 asked into
+    10 run, and 30 epochs into a curve of 40."""
     cfg = pg.Config.tiny(num_episodes=3, episodes_per_call=2)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
     _, metrics, results = runner.run_trainer(
@@ -104,7 +106,8 @@ def test_an_interrupted_write_leaves_the_previous_file_intact(tmp_path, monkeypa
 
 
 def test_a_truncated_results_file_is_named_with_the_fix(tmp_path, capsys, cora, reproduce_module):
-    """Before: every later `reproduce.py table` crashed with a bare JSONDecodeError."""
+    """A truncated results file is named with the fix: otherwise every later `reproduce.py table`
+    crashes with a bare JSONDecodeError."""
     bad = tmp_path / "cora" / "gcn-d1" / "results.json"
     bad.parent.mkdir(parents=True)
     bad.write_text('{"dataset": "cora", "test_acc')
@@ -166,7 +169,7 @@ def test_cli_bad_input_is_one_error_line_and_exit_2(capsys, tmp_path, argv, mess
 
 
 def test_too_many_seeds_are_refused_with_a_memory_estimate(small_dataset):
-    """Before: --seeds 1000000 ended in an XLA out-of-memory traceback."""
+    """--seeds 1000000 is refused with a memory estimate, not an XLA out-of-memory traceback."""
     with pytest.raises(pg.ResourceError, match=r"seeds need about .* GiB .* use at most \d+ seeds"):
         pg.fit(small_dataset, pg.Config.tiny(), seeds=10**8, progress=False)
 
@@ -174,7 +177,8 @@ def test_too_many_seeds_are_refused_with_a_memory_estimate(small_dataset):
 def test_reproduce_unknown_dataset_is_an_error_not_an_empty_table(
     tmp_path, capsys, reproduce_module
 ):
-    """Before: `--datasets coraa` exited 0 as "skipped" and overwrote table3 with nothing."""
+    """`--datasets coraa` is an error, not exit 0 as "skipped" with table3 overwritten with
+    nothing."""
     (tmp_path / "table3.md").write_text("the previous table")
     code = reproduce_module.main(["table", "--datasets", "coraa", "--out", str(tmp_path)])
     err = capsys.readouterr().err
@@ -190,8 +194,8 @@ def test_reproduce_missing_data_dir_exits_2(tmp_path, capsys, reproduce_module):
 
 
 def test_a_missing_input_json_is_an_error_naming_it(tmp_path, capsys, adaptive_depth_module):
-    """Before: `adaptive_depth.py results` run outside the repository root ended in a
-    FileNotFoundError traceback for docs/results/plus_ablation.json."""
+    """`adaptive_depth.py results` run outside the repository root names the missing input JSON, not
+    a FileNotFoundError traceback for docs/results/plus_ablation.json."""
     missing = tmp_path / "no_such_ablation.json"
     argv = ["results", "--ablation-json", str(missing), "--out", str(tmp_path / "out")]
     code = adaptive_depth_module.main(argv)
@@ -203,7 +207,8 @@ def test_a_missing_input_json_is_an_error_naming_it(tmp_path, capsys, adaptive_d
 def test_adaptive_depth_ablate_refuses_the_backbones_it_would_ignore(
     tmp_path, capsys, adaptive_depth_module
 ):
-    """Before: `ablate --backbones foo` ran (exit 0) on --backbone's default, ignoring it."""
+    """`ablate --backbones foo` is refused: ablate would run (exit 0) on --backbone's default,
+    ignoring --backbones."""
     argv = ["ablate", "--backbones", "gcn", "--out", str(tmp_path / "out")]
     code = adaptive_depth_module.main(argv)
     err = capsys.readouterr().err
@@ -227,8 +232,8 @@ def test_adaptive_depth_refuses_an_unwritable_json_before_any_run(
 def test_reproduce_headroom_refuses_an_unwritable_json_before_any_run(
     tmp_path, capsys, reproduce_module
 ):
-    """Before: the file was written only after every fixed-depth sweep, and an unwritable path
-    ended the whole computation in a traceback."""
+    """An unwritable --headroom-json is refused ahead of any run: written only after every
+    fixed-depth sweep, it would end the whole computation in a traceback."""
     (tmp_path / "a_file").write_text("not a folder")
     target = tmp_path / "a_file" / "headroom.json"
     argv = ["headroom", "--datasets", "cora", "--headroom-json", str(target)]
@@ -254,8 +259,8 @@ def test_reproduce_headroom_refuses_an_unwritable_json_before_any_run(
     ],
 )
 def test_benchmarks_refuse_bad_input_with_an_error_line(experiment, capsys, script, argv, message):
-    """Before: tracebacks (unknown names, a too-small graph), or a benchmark of zero seeds or a
-    zero-wide layer that printed meaningless ratios and exited 0."""
+    """Bad input is an error line: not tracebacks (unknown names, a too-small graph), nor a
+    benchmark of zero seeds or a zero-wide layer that prints meaningless ratios and exits 0."""
     code = experiment(script).main(argv)
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and message in err
@@ -282,8 +287,8 @@ def test_one_mdp_step_alone(random_audit_context):
 
 
 def test_the_audit_key_is_independent_of_every_other(random_audit_context):
-    """Before: the audit drew its test depths with the validation key, so the random policy's
-    audit depths equalled its validation depths element for element."""
+    """The audit key is independent of every other: drawn with the validation key, the random
+    policy's audit depths would equal its validation depths element for element."""
     ctx, data = random_audit_context
     seen = {}
 
@@ -305,7 +310,8 @@ def test_the_audit_key_is_independent_of_every_other(random_audit_context):
 
 
 def test_replay_and_buffers_check_dtypes_at_entry():
-    """Before: replay.add cast whatever it got (float node ids became ints silently)."""
+    """replay.add checks dtypes at entry rather than cast whatever it gets (float node ids would
+    become ints silently)."""
     memory = replay.init(8)
     ints, floats = jnp.arange(3), jnp.zeros(3)
     with pytest.raises(AssertionError):
@@ -339,7 +345,8 @@ def test_config_replace_is_validated():
 def test_the_adaptive_depth_table_takes_only_runs_of_its_backbone_and_seed_count(
     adaptive_depth_module, small_dataset
 ):
-    """Before: `results` read whatever preset or seed count had run last in the cache."""
+    """`results` takes only runs of its backbone and seed count, not whatever preset or seed count
+    ran last in the cache."""
     mismatch = functools.partial(adaptive_depth_module._mismatch, ds=small_dataset)
     record = {"config": {"backbone": "gcn"}, "seeds": 10}
     assert mismatch(record, "gcn", 10) is None

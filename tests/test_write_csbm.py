@@ -143,7 +143,8 @@ def test_loading_checking_and_hashing_a_mapped_graph_stays_within_twice_its_file
 
 
 def test_a_folder_write_to_no_path_or_an_impossible_one_is_one_error(tmp_path, monkeypatch):
-    # Before: '' wrote the graph into the current folder; '/proc/g' raised a bare OSError.
+    # '' is refused, else the graph would be written into the current folder; '/proc/g' is one
+    # error, not a bare OSError.
     monkeypatch.chdir(tmp_path)
     small = dict(num_nodes=600, num_features=4, num_val=100, num_test=200)
     with pytest.raises(data.InvalidDatasetError, match="got ''"):
@@ -185,7 +186,8 @@ def test_a_value_refused_in_a_folder_names_the_folder(tmp_path):
 
 
 def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    # Before: the features' temporary file (the largest file) stayed behind, hidden.
+    # An interrupted write removes the features' temporary file (the largest file), which would stay
+    # behind, hidden.
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 

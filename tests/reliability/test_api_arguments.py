@@ -49,7 +49,7 @@ def fitted():
 
 
 def test_overwrite_must_be_a_bool(one_seed_fits, tmp_path):
-    """Before: overwrite="False" replaced a saved fit (a non-empty string is true)."""
+    """overwrite="False" is refused: a non-empty string is true, so it would replace a saved fit."""
     one_seed_fits[1][0].save(tmp_path / "f")
     with pytest.raises(pg.ConfigError, match="overwrite"):
         one_seed_fits[1][1].save(tmp_path / "f", overwrite="False")
@@ -78,8 +78,8 @@ def test_predict_of_no_nodes(one_seed_fits):
 
 
 def test_a_csbm_degree_that_is_not_a_number_is_named():
-    """Before: NaN passed `avg_degree <= 0` and failed later as "cannot convert float NaN to
-    integer"."""
+    """A NaN or infinite avg_degree is named at once: NaN passes `avg_degree <= 0` and would fail
+    later as "cannot convert float NaN to integer"."""
     from policy_gnn_jax import data
 
     for degree in (float("nan"), float("inf")):
@@ -88,8 +88,8 @@ def test_a_csbm_degree_that_is_not_a_number_is_named():
 
 
 def test_numpy_integer_seeds_are_taken_as_integers(csbm):
-    """Before: the run trained to the end, then failed to write its record (np.int64 is not
-    JSON), and no Fit came back."""
+    """np.int64 seeds are taken as integers: kept as numpy's, the record is not JSON, and the run
+    would train to the end, fail to write it, and return no Fit."""
     fit = pg.fit(csbm, pg.Config.tiny(epochs=2), method="gcn", seeds=np.int64(1),
                  seed=np.int64(5), progress=False)  # fmt: skip
     assert (fit.record["seed"], fit.record["seeds"]) == (5, 1)
@@ -127,8 +127,8 @@ def test_load_checks_a_custom_part_passed_for_a_built_in_one(csbm, tmp_path):
 
 
 def test_an_agent_of_another_depth_range_is_refused(small_dataset, tmp_path):
-    """Before: fit and load took an agent with 2 actions for depths 1..3; its depths were then
-    not the config's."""
+    """An agent with 2 actions is refused by fit and load for depths 1..3: its depths would not be
+    the config's."""
     config = pg.Config.tiny(num_episodes=2, episodes_per_call=2)
     assert (config.min_depth, config.max_depth) == (1, 3)
     with pytest.raises(pg.ConfigError, match="2 actions.*depths 1..3 need 3"):
@@ -164,14 +164,14 @@ def test_an_agent_of_another_depth_range_is_refused(small_dataset, tmp_path):
     ],
 )
 def test_a_generators_bad_argument_is_named(make, kwargs, named):
-    """Before: numpy's own errors ("expected non-negative integer", "low >= high", an
-    IndexError), or a split error that named no argument."""
+    """A generator's bad argument is named in the library's error, not numpy's own ("expected
+    non-negative integer", "low >= high", an IndexError) or a split error that names no argument."""
     with pytest.raises(pg.InvalidDatasetError, match=rf"^{make.__name__.split('_')[1]}.*{named}"):
         make(**kwargs)
 
 
 def test_symmetrise_must_be_a_bool():
-    """Before: symmetrise="False" was truthy, and the graph was symmetrised."""
+    """symmetrise="False" is refused: the string is truthy, and the graph would be symmetrised."""
     features, edges, labels, splits = path_graph_arrays()
     with pytest.raises(pg.InvalidDatasetError, match="symmetrise must be True or False"):
         pg.from_arrays(features, edges, labels, **splits, symmetrise="False")
@@ -206,7 +206,8 @@ def test_a_generated_graphs_ignored_or_impossible_argument_is_refused(kwargs, na
     ],
 )
 def test_an_agent_of_the_wrong_types_is_refused_before_training(path_graph, agent, message):
-    """Before: a TypeError from inside Python or JAX, after compiling."""
+    """An agent of the wrong types is refused up front, not met with a TypeError from inside Python
+    or JAX after compiling."""
     with pytest.raises(pg.ConfigError, match=message):
         pg.fit(
             path_graph, TWO_EPISODE_CONFIG, method="random", agent=agent, seeds=1, progress=False
@@ -225,8 +226,8 @@ def test_an_agent_of_the_wrong_types_is_refused_before_training(path_graph, agen
     ],
 )
 def test_an_agent_choosing_outside_the_range_is_refused(path_graph, agent, message):
-    """Before: accepted; depth 7 recorded, the accuracy computed at a clamped depth, or (an
-    action of 9) a backbone that never trained."""
+    """An agent choosing outside the range is refused: accepted, it would record depth 7, compute
+    the accuracy at a clamped depth, or (an action of 9) use a backbone that never trained."""
     with pytest.raises(pg.ConfigError, match=message):
         pg.fit(
             path_graph, TWO_EPISODE_CONFIG, method="random", agent=agent, seeds=1, progress=False
@@ -247,7 +248,8 @@ def test_load_datasets_arguments_are_named(name, kwargs, message):
 
 
 def test_a_subpackage_is_an_attribute_before_anything_else_is_used():
-    """Before: `pg.data` raised AttributeError until another name had loaded it."""
+    """`pg.data` is an attribute as soon as the package is imported, not an AttributeError until
+    another name happens to load it."""
     code = "import policy_gnn_jax as pg; pg.data.write_csbm; pg.metrics; print(pg.config.Config)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and "Config" in done.stdout, done.stderr[-500:]
@@ -267,8 +269,8 @@ def test_a_subpackage_is_an_attribute_before_anything_else_is_used():
     ],
 )
 def test_bad_node_ids_to_predict_are_the_librarys_error_with_a_fix(fitted, nodes, message):
-    """Before: a plain ValueError (not InvalidDatasetError), without a fix; a masked array's
-    masked-out nodes were predicted too."""
+    """Bad node ids to predict are InvalidDatasetError with a fix, not a plain ValueError without
+    one; a masked array is refused, as its masked-out nodes would be predicted too."""
     with pytest.raises(pg.InvalidDatasetError, match=message) as refused:
         fitted.predict(nodes)
     assert "Pass" in str(refused.value)
@@ -276,7 +278,8 @@ def test_bad_node_ids_to_predict_are_the_librarys_error_with_a_fix(fitted, nodes
 
 @pytest.mark.parametrize("bad", [b"/tmp", 123])
 def test_a_path_of_the_wrong_type_is_the_librarys_error(tmp_path, bad):
-    """Before: pathlib's own TypeError from deep inside (bytes, an int)."""
+    """A path of the wrong type (bytes, an int) is the library's error, not pathlib's own TypeError
+    from deep inside."""
     ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
     with pytest.raises(pg.DataError, match="data_dir must be a folder's path"):
         pg.load_dataset("texas", data_dir=bad)
@@ -288,7 +291,7 @@ def test_a_path_of_the_wrong_type_is_the_librarys_error(tmp_path, bad):
 
 @pytest.mark.parametrize("value", [[16, 16], "16,16"])
 def test_a_config_field_of_the_wrong_type_is_refused_in_pythons_words(value):
-    """Before: `Config(q_hidden=[16, 16])` was told to pass "whole numbers separated by commas",
-    the command line's form."""
+    """`Config(q_hidden=[16, 16])` is told Python's form (a tuple of whole numbers), not to pass
+    "whole numbers separated by commas", the command line's form."""
     with pytest.raises(pg.ConfigError, match=r"q_hidden must be a tuple of whole numbers, e\.g\. "):
         pg.Config.tiny(q_hidden=value)

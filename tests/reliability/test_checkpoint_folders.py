@@ -48,8 +48,9 @@ def _loop(tmp_path) -> pathlib.Path:
 
 
 def test_a_user_folder_given_as_checkpoint_dir_is_not_a_checkpoint(tmp_path, capsys):
-    """Before: "written by another version of policy-gnn-jax ... Delete <folder>", advice that
-    would delete a user's files."""
+    """A user's folder given as --checkpoint-dir is said not to be a checkpoint, without "written by
+    another version of policy-gnn-jax ... Delete <folder>", advice that would delete a user's
+    files."""
     folder = tmp_path / "my_notes"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
@@ -60,7 +61,7 @@ def test_a_user_folder_given_as_checkpoint_dir_is_not_a_checkpoint(tmp_path, cap
 
 
 def test_a_checkpoint_resumes_only_in_its_seed_mode(tmp_path, capsys):
-    """Before: a vmapped run's checkpoint resumed under --seed-mode map."""
+    """A vmapped run's checkpoint is refused under --seed-mode map."""
     argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "2", "--episodes", "4"]
     argv += ["--set", "episodes_per_call=2", "--checkpoint-every", "1", "--no-progress"]
     argv += ["--checkpoint-dir", str(tmp_path / "ck")]
@@ -71,8 +72,8 @@ def test_a_checkpoint_resumes_only_in_its_seed_mode(tmp_path, capsys):
 
 @pytest.mark.parametrize("names", [["2019", "2020"], ["2020.csv", "1.txt"]])
 def test_a_folder_of_numbered_things_is_not_a_checkpoint(tmp_path, capsys, names):
-    """Before: numbered folders or files passed as checkpoint steps (and the error said to
-    delete the folder)."""
+    """Numbered folders or files do not pass as checkpoint steps, and the error does not say to
+    delete the folder."""
     folder = tmp_path / "years"
     folder.mkdir()
     for name in names:
@@ -95,7 +96,8 @@ def test_fit_save_refuses_a_checkpoint_folder(one_seed_fits, tmp_path):
 
 
 def test_a_checkpoint_of_another_class_count_is_refused_in_one_line(tmp_path, capsys):
-    """Before: num_classes was not in the fingerprint: 47 orbax tracebacks."""
+    """num_classes is in the fingerprint: a checkpoint of another class count is refused in one
+    line, not with 47 orbax tracebacks."""
     ds = toy_graph()
     import dataclasses
 
@@ -107,7 +109,8 @@ def test_a_checkpoint_of_another_class_count_is_refused_in_one_line(tmp_path, ca
 
 
 def test_an_api_checkpoint_folder_of_other_files_is_named_in_the_apis_words(tmp_path):
-    """Before: `fit(..., checkpoint_dir=)` was told about `--checkpoint-dir` only."""
+    """`fit(..., checkpoint_dir=)` is told about `checkpoint_dir`, not about `--checkpoint-dir`
+    only."""
     import policy_gnn_jax as pg
 
     (tmp_path / "mine.txt").write_text("x")
@@ -127,8 +130,8 @@ def test_a_checkpoint_of_other_devices_is_not_called_damaged(tmp_path):
 
 
 def test_a_resumed_run_says_so_and_counts_the_earlier_time(checkpointed, small_dataset):
-    """Before: the record of a resumed run looked like a fresh one, and its wall_time_s counted
-    only the last process."""
+    """A resumed run's record says it resumed, and its wall_time_s counts the processes it resumed
+    from too: otherwise it looks like a fresh run that took only the last process's time."""
     folder, config, first = checkpointed
     assert first.record["resumed"] is None
     again = pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=folder)
@@ -140,7 +143,8 @@ def test_a_resumed_run_says_so_and_counts_the_earlier_time(checkpointed, small_d
 
 
 def test_a_refused_checkpoint_names_what_changed(checkpointed, small_dataset):
-    """Before: "a different run (another dataset, config, method, ...)", whichever it was."""
+    """A refused checkpoint names what changed, not "a different run (another dataset, config,
+    method, ...)", whichever it is."""
     folder, config, _ = checkpointed
     with pytest.raises(pg.CheckpointError, match=r"seeds: 2 there, 3 here"):
         pg.fit(small_dataset, config, seeds=3, progress=False, checkpoint_dir=folder)
@@ -151,7 +155,8 @@ def test_a_refused_checkpoint_names_what_changed(checkpointed, small_dataset):
 
 @pytest.mark.benchmark_data("texas")
 def test_a_sweeps_checkpoint_folder_is_recognised(tmp_path, capsys):
-    """Before: "holds files that are not a policy-gnn checkpoint (split-0, split-1)"."""
+    """A sweep's checkpoint folder is recognised, not called one that "holds files that are not a
+    policy-gnn checkpoint (split-0, split-1)"."""
     from policy_gnn_jax import cli
 
     ckpt = tmp_path / "ck"
@@ -171,8 +176,8 @@ def test_a_sweeps_checkpoint_folder_is_recognised(tmp_path, capsys):
 
 
 def test_a_one_process_checkpoint_is_not_ignored_by_a_run_over_two(tmp_path):
-    """Before: the run over two processes trained from scratch beside the one-process
-    checkpoint, which could then never be resumed."""
+    """A run over two processes refuses the one-process checkpoint rather than train from scratch
+    beside it, which would leave that checkpoint never to be resumed."""
     ckpt = tmp_path / "ckpt"
     flags = ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
     argv = [*COMMAND, *flags]
@@ -189,7 +194,7 @@ def test_a_one_process_checkpoint_is_not_ignored_by_a_run_over_two(tmp_path):
 
 @pytest.mark.parametrize("path", ["", "  "])
 def test_an_empty_checkpoint_dir_is_refused(tmp_path, monkeypatch, path):
-    """Before: checkpoint_dir="" wrote the checkpoints into the current folder."""
+    """checkpoint_dir="" is refused: it would write the checkpoints into the current folder."""
     monkeypatch.chdir(tmp_path)
     ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
     with pytest.raises(pg.CheckpointError, match="checkpoint folder is an empty path"):
@@ -198,9 +203,9 @@ def test_an_empty_checkpoint_dir_is_refused(tmp_path, monkeypatch, path):
 
 
 def test_a_fit_is_not_saved_over_a_sweeps_checkpoint_folder(tmp_path, small_dataset):
-    """Before: a `--splits` sweep's `--checkpoint-dir` holds one checkpoint folder per split
-    (`split-K/`), and `Fit.save` into the folder above them was accepted, mixing a result into
-    the checkpoints a resumed sweep reads."""
+    """A `--splits` sweep's `--checkpoint-dir` holds one checkpoint folder per split (`split-K/`),
+    and `Fit.save` into the folder above them is refused: it would mix a result into the checkpoints
+    a resumed sweep reads."""
     import policy_gnn_jax as pg
 
     config = pg.Config.tiny(num_episodes=2)

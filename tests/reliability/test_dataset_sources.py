@@ -26,7 +26,8 @@ def pathlib_bytes(path):
 
 
 def test_a_graph_too_large_to_generate_is_refused_before_allocating(tmp_path, capsys):
-    """Before: numpy's MemoryError traceback, and an empty --out folder left behind."""
+    """A graph too large to generate is refused up front: no numpy MemoryError traceback, and no
+    empty --out folder left behind."""
     code = cli.main(
         ["--dataset", "csbm", "--csbm-nodes", "1000000000", "--out", str(tmp_path / "o")]
     )
@@ -37,8 +38,8 @@ def test_a_graph_too_large_to_generate_is_refused_before_allocating(tmp_path, ca
 
 @pytest.mark.benchmark_data("cora")
 def test_data_dir_means_that_folder_only(tmp_path, monkeypatch, capsys):
-    """Before: a --data-dir lacking files was filled in from $POLICY_GNN_DATA or the cache, and
-    the run never said which folder it read."""
+    """--data-dir means that folder only: a --data-dir lacking files is not filled in from
+    $POLICY_GNN_DATA or the cache, and the run says which folder it read."""
     from conftest import PLANETOID_DIR
 
     partial = tmp_path / "partial"
@@ -60,15 +61,15 @@ def test_data_dir_means_that_folder_only(tmp_path, monkeypatch, capsys):
 
 
 def test_a_data_variable_naming_no_folder_is_an_error(monkeypatch, tmp_path):
-    """Before: POLICY_GNN_DATA=/no/such/dir fell back to the cache without a word."""
+    """POLICY_GNN_DATA=/no/such/dir is an error, not a fall-back to the cache without a word."""
     monkeypatch.setenv("POLICY_GNN_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(pg.DataError, match="POLICY_GNN_DATA"):
         pg.load_dataset("cora")
 
 
 def test_an_uppercase_npz_path_keeps_its_split_and_its_results_under_results(capsys):
-    """Before: `--dataset /d/TEXAS.NPZ --split 3` warned that --split was not used (it was),
-    and the default output folder was made beside the data file."""
+    """`--dataset /d/TEXAS.NPZ --split 3` gives no warning that --split is not used (it is), and the
+    default output folder is made under results/, not beside the data file."""
     argv = ["--dataset", "/data/ü/TEXAS.NPZ", "--split", "3", "--method", "gcn"]
     assert _warnings(capsys, *argv) == ""
     args = cli.build_parser().parse_args(argv)
@@ -77,8 +78,8 @@ def test_an_uppercase_npz_path_keeps_its_split_and_its_results_under_results(cap
 
 
 def test_a_dataset_source_that_is_not_text_is_named():
-    """Before: a lone surrogate in `source` gave a UnicodeEncodeError naming neither field nor
-    fix."""
+    """A lone surrogate in `source` is named as not valid text, not a UnicodeEncodeError naming
+    neither field nor fix."""
 
     import policy_gnn_jax as pg
 
@@ -88,7 +89,8 @@ def test_a_dataset_source_that_is_not_text_is_named():
 
 
 def test_a_two_class_file_numbered_otherwise_is_refused(tmp_path):
-    """Before: labels {0, 2} loaded as three classes, scored by accuracy instead of ROC AUC."""
+    """Labels {0, 2} are refused: they would load as three classes, scored by accuracy instead of
+    ROC AUC."""
     path = _benchmark_file(tmp_path / "b.npz", classes=2)
     with np.load(path) as z:
         arrays = dict(z)
@@ -123,7 +125,8 @@ def test_a_generated_graphs_record_says_how_to_make_it_again(tmp_path):
 
 
 def test_a_file_named_like_a_built_in_dataset_keeps_its_file_name(tmp_path):
-    """Before: a texas copy saved as cora.npz was recorded as dataset "cora"."""
+    """A texas copy saved as cora.npz keeps its file name as the dataset's, not recorded as dataset
+    "cora"."""
     need("texas")
     source = heterophily.resolve_file("texas", str(HETEROPHILY_DIR), False)
     copy = tmp_path / "cora.npz"
@@ -135,7 +138,7 @@ def test_a_file_named_like_a_built_in_dataset_keeps_its_file_name(tmp_path):
 
 
 def test_a_file_path_with_a_data_dir_is_refused_not_read_from_elsewhere(tmp_path, monkeypatch):
-    """Before: load_dataset('graph.npz', data_dir=D) read ./graph.npz and ignored D."""
+    """load_dataset('graph.npz', data_dir=D) is refused: it would read ./graph.npz and ignore D."""
     need("texas")
     (tmp_path / "cwd").mkdir()
     (tmp_path / "cwd" / "graph.npz").write_bytes((HETEROPHILY_DIR / "texas.npz").read_bytes())
@@ -146,7 +149,8 @@ def test_a_file_path_with_a_data_dir_is_refused_not_read_from_elsewhere(tmp_path
 
 
 def test_a_folder_of_arrays_named_like_an_npz_file_runs(tmp_path):
-    """Before: "... takes no split (it takes: none)", though no split was given."""
+    """A folder of arrays named like an npz file runs, without "... takes no split (it takes: none)"
+    when no split is given."""
     folder = pg.data.write_csbm(tmp_path / "graph.npz", num_nodes=1600, num_features=4)
     out = str(tmp_path / "o")
     argv = ["--dataset", str(folder), "--method", "gcn", "--epochs", "2", "--seeds", "1",
@@ -158,8 +162,8 @@ def test_a_folder_of_arrays_named_like_an_npz_file_runs(tmp_path):
 @pytest.mark.benchmark_data("texas")
 @pytest.mark.parametrize("extra", [[], ["--overwrite"], ["--splits", "0-1", "--overwrite"]])
 def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys, extra):
-    """Before: refused with advice to pass --overwrite, which then replaced the user's graph
-    (DIR/dataset.npz) with the fit's own dataset file."""
+    """An input graph at DIR/dataset.npz is refused without advice to pass --overwrite, which would
+    replace the user's graph with the fit's own dataset file."""
     out = tmp_path / "o"
     out.mkdir()
     graph = out / "dataset.npz"
@@ -175,7 +179,8 @@ def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys,
 
 @pytest.mark.benchmark_data("texas")
 def test_an_input_graph_reached_through_a_link_is_kept(tmp_path, capsys):
-    """Before: a link to <out>/dataset.npz passed the check; --splits then deleted the graph."""
+    """A link to <out>/dataset.npz is followed: without the check, --splits would delete the
+    graph."""
     out = tmp_path / "o"
     out.mkdir()
     graph = out / "dataset.npz"
@@ -191,7 +196,8 @@ def test_an_input_graph_reached_through_a_link_is_kept(tmp_path, capsys):
 
 @pytest.mark.benchmark_data("texas")
 def test_a_folder_named_like_a_built_in_dataset_is_said_to_be_shadowed(tmp_path, monkeypatch):
-    """Before: with a folder of arrays ./texas here, `texas` ran the built-in graph silently."""
+    """With a folder of arrays ./texas here, `texas` warns that the folder is shadowed rather than
+    run the built-in graph silently."""
     from policy_gnn_jax import data
 
     monkeypatch.chdir(tmp_path)
@@ -202,7 +208,8 @@ def test_a_folder_named_like_a_built_in_dataset_is_said_to_be_shadowed(tmp_path,
 
 
 def test_the_current_folder_as_the_dataset_gets_a_named_output_folder(tmp_path):
-    """Before: `--dataset .` without --out wrote to results/-policy-gnn-<time>-<pid>."""
+    """`--dataset .` without --out gets a named output folder, not
+    results/-policy-gnn-<time>-<pid>."""
     from policy_gnn_jax import data
 
     data.write_csbm(tmp_path / "mygraph", num_nodes=300, seed=1, num_val=50, num_test=100)

@@ -59,7 +59,8 @@ def debug_nans():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE")
 def test_a_full_disk_is_one_of_the_librarys_errors_naming_the_file(tmp_path):
-    """Before: a bare `OSError: [Errno 27] File too large` that named no file."""
+    """A full disk is one of the library's errors naming the file, not a bare `OSError: [Errno 27]
+    File too large` that names no file."""
     done = subprocess.run(
         [sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True
     )
@@ -86,7 +87,8 @@ def test_a_checkpoint_on_a_full_disk_is_one_checkpoint_error(tmp_path):
 
 
 def test_a_divergence_under_jax_debug_nans_is_the_divergence_error(debug_nans):
-    """Before: JAX_DEBUG_NANS=1 turned the one-line divergence error into JAX's traceback."""
+    """Under JAX_DEBUG_NANS=1 a divergence is still the one-line divergence error, not JAX's
+    traceback."""
     ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
     cfg = pg.Config.tiny(gcn_lr=1e30, epochs=3)
     with pytest.raises(pg.DivergenceError, match="JAX_DEBUG_NANS stopped the run at its first"):

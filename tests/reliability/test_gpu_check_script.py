@@ -31,7 +31,8 @@ def _gpu_check_from(cwd, *extra):
     "variable, value", [("JAX_ENABLE_X64", "maybe"), ("JAX_PLATFORMS", "cuda")]
 )
 def test_the_gpu_check_names_an_environment_jax_cannot_start_in(tmp_path, variable, value):
-    """Before: a 16-line CalledProcessError traceback that hid the child's reason."""
+    """An environment JAX cannot start in is named, not a 16-line CalledProcessError traceback that
+    hides the child's reason."""
     env = {**os.environ, variable: value}
     argv = [sys.executable, "experiments/gpu_check.py", "--out", str(tmp_path / "g.json"),
             "--steps", "tests", "--budget-s", "30"]  # fmt: skip
@@ -52,8 +53,8 @@ def test_the_gpu_check_refuses_a_report_path_it_cannot_write_in_one_line(tmp_pat
 
 
 def test_the_gpu_check_runs_the_graph_given_by_a_path_from_where_it_was_started(tmp_path):
-    """Before: its steps ran from the repository's root, where a relative path named another
-    graph (or none: "Unknown dataset")."""
+    """The check's steps run from where it was started: from the repository's root, a relative path
+    would name another graph (or none: "Unknown dataset")."""
 
     data.write_csbm(tmp_path / "gX", num_nodes=300, seed=1, num_val=50, num_test=100)
     _gpu_check(tmp_path, "--dataset", "gX", "--out", "gc.json")
@@ -63,9 +64,9 @@ def test_the_gpu_check_runs_the_graph_given_by_a_path_from_where_it_was_started(
 
 
 def test_the_gpu_check_takes_the_data_folder_its_missing_file_message_names(tmp_path):
-    """Before: a Planetoid graph missing from the data folder was refused with "pass
-    --data-dir", a flag the GPU check did not have. It now has one, relative to where it was
-    started, and its steps read that folder."""
+    """A Planetoid graph missing from the data folder is refused with "pass --data-dir", so the GPU
+    check has that flag: it is relative to where the check was started, and its steps read that
+    folder."""
     (tmp_path / "empty").mkdir()
     done = _gpu_check_from(tmp_path, "--dataset", "cora", "--data-dir", "empty", "--out", "gc.json")
     assert done.returncode == 2, done.stderr[-2000:]
@@ -78,7 +79,8 @@ def test_the_gpu_check_takes_the_data_folder_its_missing_file_message_names(tmp_
 
 
 def test_a_second_gpu_check_on_the_same_report_is_refused_while_the_first_runs(tmp_path):
-    """Before: two checks on one --out both ended with exit 0, and one report was lost."""
+    """A second check on one --out is refused while the first runs: otherwise both end with exit 0,
+    and one report is lost."""
     import os
 
     lock = tmp_path / "gc.json.lock"

@@ -67,7 +67,7 @@ def _graph_of_edges(edges, **kw):
 
 
 def test_labels_are_range_checked_when_num_classes_is_given():
-    """Before: with num_classes=2 a label 2**32 + 1 was stored as 1."""
+    """With num_classes=2, a label 2**32 + 1 is refused by the range check, not stored as 1."""
     labels = np.arange(60, dtype=np.int64) % 2
     labels[3] = 2**32 + 1
     with pytest.raises(pg.InvalidDatasetError, match=str(2**32 + 1)):
@@ -88,7 +88,8 @@ def test_int_features_that_float32_rounds_are_counted():
 
 
 def test_a_heterophily_file_is_checked_like_from_arrays(tmp_path):
-    """Before: a label beyond int32 overflowed inside JAX; 1e39 features were called NaN."""
+    """A heterophily file is checked like from_arrays: a label beyond int32 would overflow inside
+    JAX, and 1e39 features would be called NaN."""
 
     n = 6
     masks = np.zeros((1, n), bool)
@@ -112,7 +113,8 @@ def test_a_heterophily_file_is_checked_like_from_arrays(tmp_path):
 
 
 def test_roc_auc_needs_both_classes_in_every_split():
-    """Before: a test split of one class recorded a ROC AUC of 0.5."""
+    """ROC AUC needs both classes in every split: a test split of one class would record a ROC AUC
+    of 0.5."""
     ds = data.make_csbm(num_nodes=1600, num_classes=2, seed=1)
     labels = ds.labels.copy()
     labels[ds.test_index] = 0
@@ -136,14 +138,16 @@ def test_a_bad_graphs_tuple_is_named(graph, message):
 
 
 def test_features_with_fewer_rows_than_labels_name_both_counts():
-    """Before: "labels must be integers of shape (8,)", as if the labels were wrong."""
+    """Features with fewer rows than labels name both counts, not "labels must be integers of shape
+    (8,)", as if the labels were wrong."""
     features, edges, labels = _arrays_of_rows()
     with pytest.raises(pg.InvalidDatasetError, match="features have 8 rows but labels has 10"):
         pg.from_arrays(features[:8], edges, labels, **SPLITS)
 
 
 def test_bfloat16_features_are_taken():
-    """Before: bfloat16 (numpy has no such type; JAX's ml_dtypes does) was "not numeric"."""
+    """bfloat16 features (numpy has no such type; JAX's ml_dtypes does) are taken, not called "not
+    numeric"."""
     features, edges, labels = _arrays_of_rows()
     half = jnp.asarray(features, dtype=jnp.bfloat16)
     ds = pg.from_arrays(half, edges, labels, **SPLITS)
@@ -152,7 +156,8 @@ def test_bfloat16_features_are_taken():
 
 
 def test_a_sparse_adjacency_passed_as_edges_is_named():
-    """Before: "edges must have shape [2, E], got ()"."""
+    """A sparse adjacency passed as edges is named as such, not "edges must have shape [2, E], got
+    ()"."""
     features, edges, labels, splits = path_graph_arrays()
     adjacency = sp.coo_matrix((np.ones(edges.shape[1]), tuple(edges)), shape=(60, 60))
     with pytest.raises(pg.InvalidDatasetError, match="sparse 60x60 matrix.*nonzero"):
@@ -160,7 +165,8 @@ def test_a_sparse_adjacency_passed_as_edges_is_named():
 
 
 def test_a_graphs_tuple_without_nodes_says_so():
-    """Before: "n_node says 60 nodes, but nodes has 0 rows"."""
+    """A GraphsTuple without nodes says graph.nodes is None, not "n_node says 60 nodes, but nodes
+    has 0 rows"."""
     features, edges, labels, splits = path_graph_arrays()
     g = jraph.GraphsTuple(nodes=None, edges=None, senders=edges[0], receivers=edges[1],
                           globals=None, n_node=np.array([60]), n_edge=np.array([59]))  # fmt: skip
@@ -169,7 +175,8 @@ def test_a_graphs_tuple_without_nodes_says_so():
 
 
 def test_a_graphs_tuples_globals_are_said_to_be_unused():
-    """Before: globals were dropped without a word (edge features are warned about)."""
+    """A GraphsTuple's globals are said to be unused (as edge features are), not dropped without a
+    word."""
     labels = np.arange(6) % 2
     g = _path_graphs_tuple()._replace(globals=jnp.ones((1, 3)))
     with pytest.warns(UserWarning, match="globals"):
@@ -177,7 +184,8 @@ def test_a_graphs_tuples_globals_are_said_to_be_unused():
 
 
 def test_a_padded_graphs_tuple_names_the_unpadding():
-    """Before: the hint named jraph.unbatch, which does not remove padding."""
+    """A padded GraphsTuple's hint names the unpadding (unpad_with_graphs), not jraph.unbatch, which
+    does not remove padding."""
     padded = jraph.pad_with_graphs(_path_graphs_tuple(), n_node=8, n_edge=8, n_graph=2)
     with pytest.raises(pg.InvalidDatasetError, match="unpad_with_graphs"):
         pg.from_jraph(padded, np.arange(8) % 2, train_index=[0, 1], val_index=[2, 3],
@@ -188,8 +196,8 @@ def test_a_padded_graphs_tuple_names_the_unpadding():
     "value", [np.int64(2**55 + 1), np.int64(2**63 - 1), np.uint64(2**64 - 1), np.int64(2**40 + 1)]
 )
 def test_integer_features_that_float32_rounds_are_warned_about_however_large(value):
-    """Before: beyond 2**53 the check compared through float64, which rounds too, and saw no
-    change: 2**55 + 1 was stored as 2**55 without a word."""
+    """Integer features float32 rounds are warned about however large: beyond 2**53 a check through
+    float64 rounds too and sees no change, and 2**55 + 1 would be stored as 2**55 without a word."""
     x, edges, labels, tr, va, te = _arrays_with_first_feature(value)
     with pytest.warns(UserWarning, match="60 feature value"):
         pg.from_arrays(x, edges, labels, tr, va, te, name="big")
@@ -203,7 +211,8 @@ def test_integer_features_that_float32_holds_are_not_warned_about():
 
 
 def test_a_stray_uint8_label_is_named_with_the_classes_it_would_make():
-    """Before: label 255 in uint8 "would make 0 classes", with numpy's overflow warning."""
+    """Label 255 in uint8 is named with the 256 classes it would make, not "would make 0 classes"
+    with numpy's overflow warning."""
     x, edges, labels, tr, va, te = _arrays_with_first_feature(np.int64(1))
     labels = labels.astype(np.uint8)
     labels[-1] = 255
@@ -214,8 +223,8 @@ def test_a_stray_uint8_label_is_named_with_the_classes_it_would_make():
 
 
 def test_an_array_that_is_a_link_loop_is_named_as_such(tmp_path):
-    """Before: "has no labels.npy: write the folder again (overwrite=True)" for a link that
-    points to itself, advice that would replace the other arrays."""
+    """A labels.npy that is a link to itself is named as a link loop, not "has no labels.npy: write
+    the folder again (overwrite=True)", advice that would replace the other arrays."""
     folder = data.write_csbm(tmp_path / "g", num_nodes=300, num_val=50, num_test=100)
     (folder / "labels.npy").unlink()
     (folder / "labels.npy").symlink_to("labels.npy")
@@ -226,8 +235,8 @@ def test_an_array_that_is_a_link_loop_is_named_as_such(tmp_path):
 
 @pytest.mark.parametrize("big", [2**63 + 5, -(2**24) - 1, 2**53 + 1])
 def test_python_integers_that_float32_rounds_are_counted_in_a_list_too(big):
-    """Before: a list holding 2**63+5 beside a float became float64 in numpy, and the +5 was
-    lost with no warning, while an int64 array of the same value is counted."""
+    """A list holding 2**63+5 beside a float is counted in the warning: numpy makes it float64, and
+    the +5 would be lost with no warning, while an int64 array of the same value is counted."""
     rows = [[1.5, 1] for _ in range(60)]
     rows[0][1] = big
     args = ([[0, 1, 2], [1, 2, 3]], np.arange(60) % 2, [0, 1], [2, 3], [4, 5])
@@ -236,7 +245,8 @@ def test_python_integers_that_float32_rounds_are_counted_in_a_list_too(big):
 
 
 def test_masked_features_are_refused(tmp_path):
-    """Before: the mask was dropped and the masked values used as features."""
+    """Masked features are refused: the mask would be dropped and the masked values used as
+    features."""
     features = np.ma.masked_array(np.ones((60, 2)), mask=np.zeros((60, 2), bool))
     features.mask[0, 0] = True
     with pytest.raises(pg.data.InvalidDatasetError, match="masked"):
@@ -244,8 +254,8 @@ def test_masked_features_are_refused(tmp_path):
 
 
 def test_whole_float64_numbers_float32_rounds_are_counted():
-    """Before: 2.0**24 + 1 as float64 became 16777216 with no warning, while the same value as
-    an int64 is counted."""
+    """2.0**24 + 1 as float64 is counted in the warning, as the same value as an int64 is: float32
+    makes it 16777216."""
     features = np.ones((60, 2))
     features[0, 0] = 2.0**24 + 1
     with pytest.warns(UserWarning, match="1 feature value"):
@@ -253,13 +263,15 @@ def test_whole_float64_numbers_float32_rounds_are_counted():
 
 
 def test_a_benchmark_files_edge_id_beyond_its_nodes_is_named(tmp_path):
-    """Before: "edge endpoint outside 0..182", without the id."""
+    """A benchmark file's edge id beyond its nodes is named (4294967299), not "edge endpoint outside
+    0..182" without the id."""
     with pytest.raises(pg.data.InvalidDatasetError, match="4294967299"):
         pg.data.symmetric_edges(np.array([2**32 + 3, 1]), np.array([0, 2]), 183)
 
 
 def test_float16_features_give_no_overflow_warning():
-    """Before: numpy's "overflow encountered in cast" (2**24 compared as a float16)."""
+    """float16 features give no numpy "overflow encountered in cast" (2**24 compared as a
+    float16)."""
     features = np.ones((60, 2), dtype=np.float16)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
@@ -268,22 +280,23 @@ def test_float16_features_give_no_overflow_warning():
 
 
 def test_ex2_given_a_2xe_array_names_the_layout():
-    """Before: "edges must have shape [2, E], got (50, 2)": the shape after the library's own
-    transpose, and no word of edges_layout."""
+    """edges_layout="Ex2" given a 2xE array names edges_layout and the shape as given, not "edges
+    must have shape [2, E], got (50, 2)", the shape after the library's own transpose."""
     edges = np.random.default_rng(0).integers(0, 30, (2, 50))
     with pytest.raises(pg.data.InvalidDatasetError, match=r"edges_layout.*\(2, 50\)"):
         _graph_of_edges(edges, edges_layout="Ex2")
 
 
 def test_an_unknown_edges_layout_names_the_fix():
-    """Before: the message ended in ". " with no fix."""
+    """An unknown edges_layout names the fix ("Pass edges_layout="), not a message that ends in ". "
+    with no fix."""
     with pytest.raises(pg.data.InvalidDatasetError, match="Pass edges_layout="):
         _graph_of_edges(np.array([[0, 1], [1, 2], [2, 3]]).T, edges_layout="2XE")
 
 
 def test_a_sparse_edge_list_is_not_called_an_adjacency():
-    """Before: a sparse [2, E] edge list was "an adjacency", and np.stack(adjacency.nonzero())
-    was the advice: row and edge ids taken for node ids."""
+    """A sparse [2, E] edge list is not called "an adjacency" with np.stack(adjacency.nonzero()) as
+    the advice: that would take row and edge ids for node ids."""
     edges = sp.coo_matrix(np.random.default_rng(0).integers(0, 30, (2, 50)))
     with pytest.raises(pg.data.InvalidDatasetError) as err:
         _graph_of_edges(edges)

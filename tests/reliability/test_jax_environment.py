@@ -17,7 +17,8 @@ from policy_gnn_jax.cli import command
 
 
 def test_a_backend_that_is_not_there_is_one_clear_error(tmp_path):
-    """Before: a bare AssertionError."""
+    """A backend that is not there is one clear error naming JAX_PLATFORMS, not a bare
+    AssertionError."""
     env = dict(os.environ, JAX_PLATFORMS="cuda")
     command = [sys.executable, "-m", "policy_gnn_jax.cli", *QUICK, "--out", str(tmp_path / "o")]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
@@ -28,14 +29,15 @@ def test_a_backend_that_is_not_there_is_one_clear_error(tmp_path):
 
 
 def test_64_bit_jax_is_refused():
-    """Before: the run went on in 64 bits and recorded another accuracy (0.274 instead of 0.378)
-    as bit-identical across processes."""
+    """64-bit JAX is refused: the run would go on in 64 bits and record another accuracy (0.274
+    instead of 0.378) as bit-identical across processes."""
     done = run_python(*TINY_RUN, "--out", "/nonexistent-never-made", env={"JAX_ENABLE_X64": "1"})
     assert done.returncode == 2 and "64-bit JAX is on" in done.stderr, done.stderr
 
 
 def test_disabled_jit_is_named(small_dataset):
-    """Before: JAX's own "Disable jit is not supported in the AOT path"."""
+    """Disabled jit is named (JAX_DISABLE_JIT), not JAX's own "Disable jit is not supported in the
+    AOT path"."""
     jax.config.update("jax_disable_jit", True)
     try:
         with pytest.raises(pg.ConfigError, match="JAX_DISABLE_JIT"):
@@ -45,8 +47,9 @@ def test_disabled_jit_is_named(small_dataset):
 
 
 def test_a_launcher_variable_without_an_address_is_named(tmp_path):
-    """Before: "could not join ... within 300 s (coordinator_address should be defined.)", naming
-    neither the variable that made the command join nor what failed at once."""
+    """A launcher variable without an address is named at once, not "could not join ... within 300 s
+    (coordinator_address should be defined.)", which names neither the variable that made the
+    command join nor what failed at once."""
     env = {**os.environ, "SLURM_NTASKS": "2"}
     done = subprocess.run([*COMMAND, "--out", str(tmp_path / "o")], env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
@@ -64,7 +67,8 @@ def test_a_launcher_variable_without_an_address_is_named(tmp_path):
     ],
 )
 def test_jaxs_strict_numpy_modes_are_refused_up_front(name, value, variable):
-    """Before: a broadcasting error from deep inside the agent, naming no fix."""
+    """JAX's strict numpy modes are refused up front with the variable to change, not a broadcasting
+    error from deep inside the agent, naming no fix."""
     ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
     cfg = pg.Config.tiny(num_episodes=2)  # built before the mode is set
     old = getattr(jax.config, name)
@@ -77,8 +81,8 @@ def test_jaxs_strict_numpy_modes_are_refused_up_front(name, value, variable):
 
 
 def test_the_backend_variable_that_was_set_is_the_one_named(tmp_path):
-    """Before: JAX_PLATFORM_NAME=cuda was answered with "Unset JAX_PLATFORMS", a variable that
-    was not set."""
+    """JAX_PLATFORM_NAME=cuda is answered with that variable, not "Unset JAX_PLATFORMS", a variable
+    that is not set."""
     import os
     import subprocess
     import sys
@@ -101,7 +105,8 @@ def test_the_backend_variable_that_was_set_is_the_one_named(tmp_path):
     ],
 )
 def test_a_jax_variable_jax_cannot_read_is_one_line(tmp_path, variable, value, entry):
-    """Before: JAX's ValueError while it was imported, as a 25-line traceback."""
+    """A JAX variable JAX cannot read is one error line, not JAX's ValueError at import as a 25-line
+    traceback."""
     env = {**os.environ, variable: value}
     argv = [sys.executable, *entry, "--dataset" if "study" not in entry else "--datasets",
             "texas", "--out", str(tmp_path / "o")]  # fmt: skip
@@ -118,8 +123,8 @@ def test_a_jax_variable_jax_cannot_read_is_one_line(tmp_path, variable, value, e
      ("JAX_THREEFRY_PARTITIONABLE", "0")],
 )  # fmt: skip
 def test_a_jax_setting_that_changes_every_random_draw_is_refused(tmp_path, variable, value):
-    """Before: each gave other results for the same --seed (test 0.297 instead of 0.054 under
-    a seed offset of 7) in a record identical but for them, claiming bit-identity."""
+    """Each setting is refused: it gives other results for the same --seed (test 0.297 instead of
+    0.054 under a seed offset of 7) in a record identical but for it, claiming bit-identity."""
     out = tmp_path / "out"
     done = run_python(*TINY_RUN, "--out", str(out), env={variable: value})
     assert done.returncode == 2, done.stderr[-2000:]
@@ -129,8 +134,9 @@ def test_a_jax_setting_that_changes_every_random_draw_is_refused(tmp_path, varia
 
 
 def test_predicting_under_changed_random_settings_is_the_librarys_error(tmp_path, small_dataset):
-    """Before: `jax.config.update('jax_default_prng_impl', 'rbg')` after `load` made predict
-    raise JAX's TypeError about key data; fit refuses the same setting in one sentence."""
+    """After `load`, `jax.config.update('jax_default_prng_impl', 'rbg')` makes predict refuse in the
+    library's words, as fit refuses the same setting in one sentence, not raise JAX's TypeError
+    about key data."""
     fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
     fitted.save(tmp_path / "fit")
     loaded = pg.load(tmp_path / "fit")
@@ -143,8 +149,8 @@ def test_predicting_under_changed_random_settings_is_the_librarys_error(tmp_path
 
 
 def test_the_command_refuses_changed_random_numbers_before_loading_data(tmp_path, capsys):
-    """Before: run.py with JAX_RANDOM_SEED_OFFSET=1 loaded and described the dataset, then
-    refused (the documentation says: before any data is loaded)."""
+    """run.py with JAX_RANDOM_SEED_OFFSET=1 refuses without loading and describing the dataset
+    first: the documentation says before any data is loaded."""
 
     jax.config.update("jax_random_seed_offset", 1)
     try:
@@ -157,8 +163,8 @@ def test_the_command_refuses_changed_random_numbers_before_loading_data(tmp_path
 
 
 def test_a_jax_setting_that_forbids_transfers_is_refused(tmp_path, capsys):
-    """Before: JAX_TRANSFER_GUARD=disallow gave a JaxRuntimeError traceback from inside JAX,
-    exit 1, and left an empty --out."""
+    """JAX_TRANSFER_GUARD=disallow is refused in one line, not a JaxRuntimeError traceback from
+    inside JAX, exit 1, and an empty --out left behind."""
 
     jax.config.update("jax_transfer_guard", "disallow")
     try:

@@ -60,8 +60,8 @@ def test_a_checkpoint_folder_another_run_writes_is_refused(tmp_path, capsys):
 
 
 def test_a_lock_is_one_per_folder_through_a_symlink_and_dies_with_its_owner(tmp_path, capsys):
-    """Before: a symlinked path had a lock of its own, and a lock read as stale was deleted
-    whoever had taken it since (two holders at once)."""
+    """A symlinked path shares its folder's lock, and a lock read as stale is not deleted once
+    another has taken it: either would let two hold the lock at once."""
     (tmp_path / "ck").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "ck")
     holder = hold_lock(tmp_path / "ck")
@@ -102,8 +102,8 @@ def test_locks_raced_by_many_processes_have_one_holder_at_a_time(tmp_path):
 
 
 def test_two_threads_saving_one_folder_never_mix(one_seed_fits, tmp_path):
-    """Before: the lock counted any thread of the process as its owner, and both threads shared
-    one staging folder: raw FileNotFoundError, or a folder that did not load."""
+    """The lock's owner is one thread, not any thread of the process, and each save stages in its
+    own folder: shared, two threads give a raw FileNotFoundError, or a folder that does not load."""
     import threading
 
     errors = []
@@ -123,9 +123,9 @@ def test_two_threads_saving_one_folder_never_mix(one_seed_fits, tmp_path):
 
 
 def test_the_files_written_beside_a_merged_file_are_written_under_its_lock(tmp_path):
-    """Before: the heterophily study read and rewrote its figure's points (`X.depths.npz`)
-    after the merge's lock was released: two studies merging at once lost one's points. The
-    merge now writes them in its `then`, while the lock is held."""
+    """The heterophily study reads and rewrites its figure's points (`X.depths.npz`) in the merge's
+    `then`, while the lock is held: after the lock's release, two studies merging at once would lose
+    one's points."""
 
     from policy_gnn_jax.runtime import study_files
 

@@ -29,8 +29,8 @@ def _last_error(capsys) -> str:
 
 
 def test_default_output_folders_are_new_and_distinct(tmp_path):
-    """Before: the default name had one-second resolution and an existing folder was reused, so
-    runs started in the same second wrote into one folder."""
+    """Default output folders are new and distinct: with a name of one-second resolution and an
+    existing folder reused, runs started in the same second would write into one folder."""
     made = [outputs.new_folder(tmp_path / "results", "cora-policy-gnn") for _ in range(20)]
     assert len(set(made)) == 20 and all(folder.is_dir() for folder in made)
     assert all(str(os.getpid()) in folder.name for folder in made)
@@ -61,7 +61,8 @@ def test_an_out_holding_a_result_is_refused_unless_overwrite(tmp_path, capsys):
 
 
 def test_output_files_follow_the_umask(two_seed_fits, tmp_path):
-    """Before: every file 0600 whatever the umask (a shared results folder was unreadable)."""
+    """Output files follow the umask: every file 0600 whatever the umask would make a shared results
+    folder unreadable."""
     old = os.umask(0o022)
     try:
         two_seed_fits[1][0].save(tmp_path / "a")
@@ -79,7 +80,8 @@ def test_new_folder_is_exclusive(tmp_path):
 
 
 def test_overwrite_replaces_the_result_and_keeps_every_other_file(tmp_path):
-    """Before: the whole folder was renamed aside and deleted (a thesis, a checkpoint, the cwd)."""
+    """--overwrite replaces the result and keeps every other file: renaming the whole folder aside
+    and deleting it would lose a thesis, a checkpoint, the cwd."""
     out = tmp_path / "w"
     assert run_quick("--out", str(out)) == 0
     (out / "thesis.tex").write_text("mine")
@@ -97,7 +99,8 @@ def test_overwrite_replaces_the_result_and_keeps_every_other_file(tmp_path):
 def test_a_folder_with_a_file_of_a_result_name_is_not_written_without_overwrite(
     one_seed_fits, tmp_path
 ):
-    """Before: a user's own dataset.npz was replaced (no results.json there, so "no result")."""
+    """A user's own dataset.npz is not replaced without --overwrite, though with no results.json
+    there the folder holds "no result"."""
     (tmp_path / "dataset.npz").write_bytes(b"mine")
     assert run_quick("--out", str(tmp_path)) == 2
     assert (tmp_path / "dataset.npz").read_bytes() == b"mine"
@@ -107,7 +110,8 @@ def test_a_folder_with_a_file_of_a_result_name_is_not_written_without_overwrite(
 
 
 def test_save_into_a_symlinked_folder(one_seed_fits, tmp_path):
-    """Before: NotADirectoryError after training (the folder swap renamed over a symlink)."""
+    """Saving into a symlinked folder works: a folder swap that renames over the symlink would fail
+    with NotADirectoryError after training."""
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     one_seed_fits[1][0].save(tmp_path / "link")
@@ -152,7 +156,7 @@ def test_a_checkpoint_folder_that_is_a_file_is_named(tmp_path, capsys):
 
 
 def test_an_out_ending_in_a_slash_names_a_folder_and_is_refused(tmp_path):
-    """Before: `--out dir8/` wrote a file named `dir8`."""
+    """`--out dir8/` names a folder and is refused, not written as a file named `dir8`."""
     with pytest.raises(pg.CheckpointError, match="folder"):
         outputs.check_writable_file(f"{tmp_path}/dir8/", overwrite=False)
     assert not (tmp_path / "dir8").exists()
@@ -170,8 +174,8 @@ def test_a_new_out_can_be_written_again_by_its_run(tmp_path):
 
 
 def test_a_link_to_nowhere_in_place_of_a_result_is_a_result(tmp_path):
-    """Before: a dangling results.json link in --out was replaced without --overwrite (exists()
-    follows the link; its result may be on a disk not mounted now)."""
+    """A dangling results.json link in --out is a result, not replaced without --overwrite: exists()
+    follows the link, and its result may be on a disk that is not mounted."""
     from policy_gnn_jax.runtime import outputs
 
     (tmp_path / "results.json").symlink_to("/nonexistent/old_results.json")

@@ -23,7 +23,8 @@ def _headroom(reproduce_module, out, seeds):
 
 
 def test_reproduce_overwrite_over_a_saved_fit_leaves_a_loadable_or_no_fit(one_seed_fits, tmp_path):
-    """Before: only results.json was replaced, and the folder's fit no longer loaded."""
+    """reproduce --overwrite over a saved fit leaves a loadable fit or none: replacing only
+    results.json would leave a fit that does not load."""
     import dataclasses
 
     from policy_gnn_jax.contrib.reproduction import runs
@@ -49,7 +50,7 @@ def test_reproduce_keeps_a_users_file_beside_a_fresh_run(tmp_path):
 
 
 def test_the_same_dataset_twice_in_a_table_is_refused(capsys):
-    """Before: two identical columns."""
+    """The same dataset twice in a table is refused: it would make two identical columns."""
     from conftest import _experiment
 
     reproduce = _experiment("reproduce")
@@ -58,8 +59,8 @@ def test_the_same_dataset_twice_in_a_table_is_refused(capsys):
 
 
 def test_reproduce_does_not_reuse_a_run_made_on_other_data(reproduce_module, tmp_path, capsys):
-    """Before: a dataset given as a path whose file now holds another graph got the saved run's
-    numbers (the saved data fingerprint was not compared)."""
+    """A dataset given as a path whose file holds another graph does not get the saved run's
+    numbers: the saved data fingerprint is compared."""
     first = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100, seed=0)
     other = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100, seed=1)
     cfg = pg.Config.tiny(epochs=2)
@@ -72,9 +73,9 @@ def test_reproduce_does_not_reuse_a_run_made_on_other_data(reproduce_module, tmp
 
 
 def test_a_dataset_given_by_path_has_its_runs_under_out(reproduce_module, tmp_path):
-    """Before: each run folder was `out / name`; with an absolute path as the name that is the
-    path itself, so the runs were written into the input's own folder of arrays (or failed
-    with "choose a writable folder" for a file)."""
+    """The runs of a dataset given by path go under --out: as `out / name`, an absolute path as the
+    name is the path itself, so the runs would be written into the input's own folder of arrays (or
+    fail with "choose a writable folder" for a file)."""
     from policy_gnn_jax import data
 
     graph = tmp_path / "arr.npz"
@@ -101,7 +102,7 @@ def test_two_datasets_whose_run_folders_would_be_one_are_refused(reproduce_modul
 
 @pytest.mark.parametrize("name", ["..", ".", "g/..", "/"])
 def test_a_dataset_path_without_a_name_of_its_own_still_runs_under_out(tmp_path, name):
-    """Before: `--datasets ..` put the runs in `out / ".."`, the folder above --out."""
+    """`--datasets ..` puts the runs under --out, not in `out / ".."`, the folder above --out."""
     from policy_gnn_jax.contrib.reproduction import runs
 
     folder = runs.dataset_folder(tmp_path / "rep", name)
@@ -114,7 +115,8 @@ def test_a_dataset_path_without_a_name_of_its_own_still_runs_under_out(tmp_path,
 def test_reproduce_says_which_dataset_flag_a_command_does_not_read(
     reproduce_module, tmp_path, capsys, monkeypatch, what, flag, value
 ):
-    """Before: `fig1 --datasets citeseer` ran Cora without a word."""
+    """`fig1 --datasets citeseer` says fig1 does not read the flag, rather than run Cora without a
+    word."""
     from policy_gnn_jax.contrib.reproduction import command
 
     monkeypatch.setitem(command.COMMANDS, what, lambda args: None)  # the warning, not the run
@@ -126,7 +128,8 @@ def test_reproduce_says_which_dataset_flag_a_command_does_not_read(
 def test_reproduce_figures_says_the_run_flags_it_does_not_read(
     reproduce_module, tmp_path, capsys, monkeypatch
 ):
-    """Before: `figures --seeds 3 --episodes 7` drew the 1-seed runs there without a word."""
+    """`figures --seeds 3 --episodes 7` says figures does not read them, rather than draw the 1-seed
+    runs there without a word."""
     from policy_gnn_jax.contrib.reproduction import command
 
     monkeypatch.setitem(command.COMMANDS, "figures", lambda args: None)
@@ -138,8 +141,8 @@ def test_reproduce_figures_says_the_run_flags_it_does_not_read(
 
 def test_the_headroom_cache_of_other_seeds_is_not_replaced_unasked(reproduce_module, tmp_path,
                                                                     capsys):  # fmt: skip
-    """Before: a second run with other --seeds replaced the cache, headroom.json and
-    headroom.md, then refused the merge saying "nothing was written"."""
+    """A second run with other --seeds is refused and changes nothing: it would replace the cache,
+    headroom.json and headroom.md, then refuse the merge saying "nothing was written"."""
     out = tmp_path / "o"
     assert _headroom(reproduce_module, out, 1) == 0
     files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
@@ -156,8 +159,8 @@ def test_the_headroom_cache_of_other_seeds_is_not_replaced_unasked(reproduce_mod
 @pytest.mark.parametrize("damage", ["no-tag", "not-npz"])
 def test_a_damaged_headroom_cache_is_made_again_with_a_warning(reproduce_module, tmp_path,
                                                                capsys, damage):  # fmt: skip
-    """Before: a cache without its tag was a KeyError traceback; one that was not an npz gave
-    numpy's advice to unpickle it."""
+    """A damaged headroom cache is made again with a warning: a cache without its tag would be a
+    KeyError traceback, and one that is not an npz would give numpy's advice to unpickle it."""
     cache = tmp_path / "o" / "csbm" / "headroom_probs.npz"
     cache.parent.mkdir(parents=True)
     if damage == "no-tag":

@@ -76,7 +76,8 @@ def test_fit_save_refuses_to_replace_a_saved_fit(two_seed_fits, tmp_path):
 
 
 def test_load_refuses_snapshots_copied_from_another_fit(two_seed_fits, tmp_path):
-    """Before: accepted, and predictions then disagreed with the recorded accuracy."""
+    """Snapshots copied from another fit are refused: accepted, predictions would disagree with the
+    recorded accuracy."""
     _, (first, second) = two_seed_fits
     first.save(tmp_path / "a")
     second.save(tmp_path / "b")
@@ -87,7 +88,7 @@ def test_load_refuses_snapshots_copied_from_another_fit(two_seed_fits, tmp_path)
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 def test_load_names_a_damaged_file(two_seed_fits, tmp_path, damage):
-    """Before: zipfile.BadZipFile from deep inside numpy."""
+    """A damaged file is named, not a zipfile.BadZipFile from deep inside numpy."""
     first = two_seed_fits[1][0]
     first.save(tmp_path / "a")
     path = tmp_path / "a" / "snapshots.npz"
@@ -110,7 +111,8 @@ def test_load_of_a_fit_json_that_is_not_an_object(two_seed_fits, tmp_path):
 
 @pytest.mark.parametrize("files", [{}, [], {"results.json": "0" * 64}])
 def test_a_manifest_that_lists_less_is_refused(one_seed_fits, tmp_path, files):
-    """Before: "files": {} made load trust any snapshots.npz."""
+    """A manifest that lists less is refused: "files": {} would make load trust any
+    snapshots.npz."""
     one_seed_fits[1][0].save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     meta["files"] = files
@@ -142,7 +144,8 @@ def test_a_hand_edited_fit_json_is_named(one_seed_fits, tmp_path, change):
 
 
 def test_a_manifest_is_required_from_the_format_that_writes_one(one_seed_fits, tmp_path):
-    """Before: removing "files" from fit.json passed as a fit saved before manifests."""
+    """A fit.json with "files" removed is refused: it would pass as a fit of format 1, which has no
+    manifest."""
     one_seed_fits[1][0].save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     meta.pop("files")
@@ -152,7 +155,7 @@ def test_a_manifest_is_required_from_the_format_that_writes_one(one_seed_fits, t
 
 
 def test_a_saved_fit_file_that_is_a_device_is_refused(path_graph, tmp_path):
-    """Before: a snapshots.npz linked to /dev/zero was read until the process was killed."""
+    """A snapshots.npz linked to /dev/zero is refused, not read until the process is killed."""
     fit = pg.fit(path_graph, TWO_EPISODE_CONFIG, method="gcn", seeds=1, progress=False)
     fit.save(tmp_path / "fit")
     os.remove(tmp_path / "fit" / "snapshots.npz")
@@ -162,9 +165,9 @@ def test_a_saved_fit_file_that_is_a_device_is_refused(path_graph, tmp_path):
 
 
 def test_moving_the_boundary_between_two_parts_of_a_split_changes_the_fingerprint(tmp_path):
-    """Before: the ids of train, val and test were hashed back to back without their lengths,
-    so train 0..99 / val 100..139 and train 0..59 / val 60..139 had one fingerprint: a saved
-    split (and a checkpoint) of the one was reused for the other."""
+    """The ids of train, val and test are hashed with their lengths: back to back without them,
+    train 0..99 / val 100..139 and train 0..59 / val 60..139 have one fingerprint, and a saved split
+    (and a checkpoint) of the one would be reused for the other."""
     need("texas")
     wide = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "a.npz", 100)), split=0)
     narrow = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "b.npz", 60)), split=0)
@@ -182,8 +185,9 @@ def test_a_fit_saved_with_a_fingerprint_of_before_still_loads(tmp_path, small_da
 
 
 def test_a_fit_saved_before_the_sizes_were_hashed_loads_and_is_reused(tmp_path, small_dataset):
-    """Before: its run fingerprint (made from the older dataset fingerprint) was compared with
-    today's only: "results.json and fit.json describe different runs"."""
+    """A fit whose run fingerprint is made from the legacy dataset fingerprint (split sizes not
+    hashed) loads and is reused: compared with the current fingerprint only, it would give
+    "results.json and fit.json describe different runs"."""
     from policy_gnn_jax import methods
     from policy_gnn_jax.runtime import saved_fit
 
@@ -218,8 +222,8 @@ def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
 
 
 def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):
-    """Before: editing fit.json's "format" to 1 turned its manifest off without a word, and
-    another fit's snapshots.npz then loaded silently."""
+    """A fit.json whose "format" is edited to 1 loads with a warning: its manifest turned off
+    without a word would let another fit's snapshots.npz load silently."""
     ds = pg.data.make_csbm(num_nodes=200, num_val=40, num_test=60)
     fitted = pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
     fitted.save(tmp_path / "f")
@@ -233,7 +237,8 @@ def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):
 
 
 def test_saving_a_fit_into_a_loop_of_links_is_the_librarys_error(tmp_path):
-    """Before: Python's own RuntimeError from pathlib."""
+    """Saving into a loop of links is the library's error, not Python's own RuntimeError from
+    pathlib."""
     ds = pg.data.make_csbm(num_nodes=200, num_val=40, num_test=60)
     fitted = pg.fit(ds, pg.Config.tiny(epochs=1), method="gcn", seeds=1, progress=False)
     with pytest.raises(pg.CheckpointError, match="loop"):

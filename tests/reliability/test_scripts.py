@@ -46,8 +46,8 @@ SMALL = {
 
 
 def test_every_script_leaves_through_finish():
-    """Before: four scripts ended with sys.exit(main()): after a Ctrl-C the interpreter tore
-    down under XLA's compile threads and crashed (SIGSEGV) after the `error:` line."""
+    """Every script leaves through finish, not sys.exit(main()): after a Ctrl-C the interpreter
+    would tear down under XLA's compile threads and crash (SIGSEGV) after the `error:` line."""
     scripts = [*ROOT.glob("experiments/*.py"), *ROOT.glob("benchmarks/*.py")]
     scripts.append(ROOT / "policy_gnn_jax/contrib/reproduction/command.py")
     # gpu_check.py loads no JAX itself: every step runs in a child process.
@@ -57,7 +57,8 @@ def test_every_script_leaves_through_finish():
 
 
 def test_the_split_benchmark_does_not_replace_an_existing_file(tmp_path):
-    """Before: `bench_splits.py --out` replaced any file, a saved fit's results.json included."""
+    """`bench_splits.py --out` does not replace an existing file, a saved fit's results.json
+    included."""
     need("texas")
     out = tmp_path / "results.json"
     out.write_text('{"mine": 1}')
@@ -73,7 +74,8 @@ def test_the_split_benchmark_does_not_replace_an_existing_file(tmp_path):
     "held", ["[1, 2]", '{"decoupled": {"texas": {"fixed_depth": [1]}}}', '{"gcn": 3}']
 )
 def test_the_forms_benchmark_refuses_a_headroom_file_of_another_shape_first(tmp_path, held):
-    """Before: the sweep ran, then an AttributeError traceback; nothing was written."""
+    """A headroom file of another shape is refused first: otherwise the sweep runs, then ends in an
+    AttributeError traceback with nothing written."""
     need("texas")
     headroom = tmp_path / "h.json"
     headroom.write_text(held)
@@ -87,7 +89,7 @@ def test_the_forms_benchmark_refuses_a_headroom_file_of_another_shape_first(tmp_
 
 
 def test_the_probe_tool_does_not_replace_an_earlier_table_unasked(tmp_path):
-    """Before: `--only X` over a folder holding the full table replaced it with one row."""
+    """`--only X` over a folder holding the full table does not replace it with one row."""
     out = tmp_path / "probes"
     out.mkdir()
     (out / "probes.md").write_text("the full table\n")
@@ -100,7 +102,7 @@ def test_the_probe_tool_does_not_replace_an_earlier_table_unasked(tmp_path):
 
 
 def test_the_revision_comparer_names_a_revision_git_does_not_know_in_one_line(tmp_path):
-    """Before: a CalledProcessError traceback."""
+    """A revision git does not know is one error line, not a CalledProcessError traceback."""
     done = run_python("tools/compare_revisions.py", "--before", "no-such-revision-x",
                    "--cache", str(tmp_path / "cache"))  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
@@ -115,8 +117,8 @@ def test_the_revision_comparer_names_a_revision_git_does_not_know_in_one_line(tm
      "benchmarks/decoupled_forms.py", "benchmarks/bench_scale.py"],
 )  # fmt: skip
 def test_a_script_writing_one_out_file_refuses_a_second_run_on_it(tmp_path, script):
-    """Before: two runs on one --out both checked it at the start, both wrote it at the end,
-    and one's result was lost (exit 0 for both)."""
+    """A second run on one --out is refused: if both checked it at the start and both wrote it at
+    the end, one's result would be lost (exit 0 for both)."""
     out = tmp_path / "r.json"
     fd = hold_output_file_lock(out)
     try:
@@ -130,7 +132,7 @@ def test_a_script_writing_one_out_file_refuses_a_second_run_on_it(tmp_path, scri
 
 
 def test_the_scale_benchmark_does_not_write_a_graph_over_a_users_files(tmp_path):
-    """Before: a folder of the benchmark's graph name without a meta.json was written over
+    """A folder of the benchmark's graph name without a meta.json is not written over
     (`write_csbm(..., overwrite=True)`), a user's features.npy with it."""
     module = _bench_scale_module()
     args = _scale_args(tmp_path, module)
@@ -144,8 +146,8 @@ def test_the_scale_benchmark_does_not_write_a_graph_over_a_users_files(tmp_path)
 
 
 def test_the_scale_benchmark_does_not_measure_another_graph_under_its_name(tmp_path):
-    """Before: a 300-node graph in the folder of the 2000-node row was measured as 2000 nodes
-    (then a StopIteration traceback)."""
+    """A 300-node graph in the folder of the 2000-node row is refused as another graph, not measured
+    as 2000 nodes (then a StopIteration traceback)."""
     module = _bench_scale_module()
     args = _scale_args(tmp_path, module)
     data.write_csbm(tmp_path / "graphs" / "csbm-2000-f8-d8", num_nodes=300, num_features=8,
@@ -166,15 +168,16 @@ def test_an_interrupted_graph_of_the_scale_benchmark_is_written_again(tmp_path):
 
 @pytest.mark.parametrize("out", ["", "   "])
 def test_an_empty_out_is_refused_not_ignored(experiment, capsys, out):
-    """Before: `bench_splits.py --out ""` ran, exited 0 and wrote nothing (an empty path was
-    taken for no --out)."""
+    """`bench_splits.py --out ""` is refused: an empty path taken for no --out would run, exit 0 and
+    write nothing."""
     bench_splits = experiment("bench_splits")
     assert bench_splits.main(["--out", out, "--splits", "1", "--seeds", "1"]) == 2
     assert "empty" in capsys.readouterr().err
 
 
 def test_the_probe_tool_on_a_missing_data_folder_is_one_error_line(tmp_path):
-    """Before: a FileNotFoundError traceback, exit 1, and a folder of two .lock files left."""
+    """A missing data folder is one error line, not a FileNotFoundError traceback, exit 1, and a
+    folder of two .lock files left."""
     done = _probe_tool("--data-dir", str(tmp_path / "nonexist"), "--out", "pb", "--only", "zzz",
                        cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2, done.stderr
@@ -185,7 +188,7 @@ def test_the_probe_tool_on_a_missing_data_folder_is_one_error_line(tmp_path):
 
 @pytest.mark.benchmark_data("cora")
 def test_the_probe_tool_leaves_no_lock_files(tmp_path):
-    """Before: probes.json.lock and probes.md.lock stayed after a run that succeeded."""
+    """A run that succeeds leaves no probes.json.lock or probes.md.lock behind."""
     done = _probe_tool("--data-dir", str(PLANETOID_DIR), "--out", "pb", "--only", "zzz",
                        cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -197,8 +200,8 @@ def test_the_probe_tool_leaves_no_lock_files(tmp_path):
 def test_every_benchmark_refuses_an_out_that_names_no_file(experiment, tmp_path, capsys,
                                                            monkeypatch, script, out,
                                                            said):  # fmt: skip
-    """Before: these two made --out a path first: "" became "." ("is a folder") and "bcd/" a
-    file named bcd."""
+    """These two check --out as given: made a path first, "" would become "." ("is a folder") and
+    "bcd/" a file named bcd."""
     module = experiment(script)
     monkeypatch.chdir(tmp_path)
     assert module.main([*SMALL[script], "--out", out]) == 2

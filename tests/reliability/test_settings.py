@@ -30,7 +30,8 @@ def path_graph():
 
 
 def test_set_backbone_gets_that_backbones_preset():
-    """Before: --set backbone=decoupled kept the gcn preset (hidden 16, depths 2-5)."""
+    """--set backbone=decoupled gets the decoupled preset, as --backbone does, not the gcn preset
+    (hidden 16, depths 2-5)."""
     flag = cli.config_from_args(cli.build_parser().parse_args(["--backbone", "decoupled"]))
     via_set = cli.config_from_args(cli.build_parser().parse_args(["--set", "backbone=decoupled"]))
     assert via_set == flag
@@ -59,7 +60,8 @@ def test_show_config_needs_no_device(tmp_path):
 
 
 def test_a_set_that_replaces_a_flag_says_so(capsys):
-    """Before: `--episodes 3 --set num_episodes=5` ran 5 episodes with no word about the 3."""
+    """`--episodes 3 --set num_episodes=5` says the --set replaces the 3, rather than run 5 episodes
+    without a word."""
     assert "--set num_episodes=5 replaces --episodes 3." in _warnings(
         capsys, "--episodes", "3", "--set", "num_episodes=5"
     )
@@ -78,7 +80,8 @@ def test_a_set_that_replaces_a_flag_changes_the_config_as_before():
 
 
 def test_a_hidden_flag_the_method_never_reads_is_warned_about(capsys):
-    """Before: only `--set q_lr=` was warned about; `--q-lr` was dropped silently."""
+    """A flag the method never reads, such as `--q-lr`, is warned about as `--set q_lr=` is, not
+    dropped silently."""
     err = _warnings(capsys, "--method", "gcn", "--q-lr", "0.5", "--fanouts", "5,5")
     assert "warning: --q-lr is not used by --method gcn." in err
     assert "warning: --fanouts is not used by --method gcn." in err
@@ -87,7 +90,8 @@ def test_a_hidden_flag_the_method_never_reads_is_warned_about(capsys):
 
 
 def test_a_command_line_of_non_strings_is_one_error(capsys):
-    """Before: bytes, paths or ints in `main`'s argv gave a TypeError traceback from argparse."""
+    """Bytes, paths or ints in `main`'s argv are one error line, not a TypeError traceback from
+    argparse."""
     for argv in ([b"--dataset"], ["--seeds", 3], ["--out", pathlib.Path("x")]):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
@@ -123,8 +127,9 @@ def test_the_decoupled_options_message_fits_a_set_backbone():
 
 
 def test_the_selection_half_holds_both_classes_under_roc_auc():
-    """Before: Policy-GNN+ split the validation nodes at random; a half of one class scored
-    0.5 at every epoch and the first snapshot was kept."""
+    """Under ROC AUC, Policy-GNN+ splits the validation nodes so that each half holds both classes:
+    split at random, a half of one class scores 0.5 at every epoch and the first snapshot is
+    kept."""
     labels = jax.numpy.array([0] * 18 + [1] * 2)
     for seed in range(20):
         order = jax.random.permutation(jax.random.key(seed), 20)
@@ -135,7 +140,8 @@ def test_the_selection_half_holds_both_classes_under_roc_auc():
 
 
 def test_devices_zero_names_the_flag(tmp_path):
-    """Before: "devices must be None or a whole number >= 1": None is not a flag's value."""
+    """--devices 0 names the flag, not "devices must be None or a whole number >= 1": None is not a
+    flag's value."""
     done = subprocess.run(
         [sys.executable, "-m", "policy_gnn_jax.cli", "--dataset", "csbm", "--devices", "0",
          "--out", str(tmp_path / "o")],
@@ -147,7 +153,8 @@ def test_devices_zero_names_the_flag(tmp_path):
 
 
 def test_the_audit_is_refused_under_roc_auc(path_graph):
-    """Before: audit.honest_test_accuracy held the ROC AUC beside an accuracy."""
+    """The audit is refused under ROC AUC: audit.honest_test_accuracy would hold the ROC AUC beside
+    an accuracy."""
     two_class = dataclasses.replace(path_graph, metric="roc_auc")
     with pytest.raises(pg.ConfigError, match="audit reproduces the released code's accuracy"):
         pg.fit(
@@ -157,7 +164,8 @@ def test_the_audit_is_refused_under_roc_auc(path_graph):
 
 @pytest.mark.benchmark_data("texas")
 def test_a_flag_the_method_ignores_is_warned_about_and_not_applied(tmp_path, capsys):
-    """Before: --depths 0-3 with --method gcn was warned about as unused, then refused."""
+    """--depths 0-3 with --method gcn is warned about as unused and not applied, not warned about
+    and then refused."""
     from policy_gnn_jax import cli
 
     assert (
@@ -168,7 +176,8 @@ def test_a_flag_the_method_ignores_is_warned_about_and_not_applied(tmp_path, cap
 
 
 def test_too_many_walkers_for_the_replay_buffer_name_both_fields(small_dataset):
-    """Before: "adding 1000 transitions at once exceeds capacity 256"."""
+    """Too many walkers for the replay buffer name both fields, not "adding 1000 transitions at once
+    exceeds capacity 256"."""
     config = dataclasses.replace(TWO_EPISODE_CONFIG, num_walkers=1000)
     with pytest.raises(ValueError, match="replay_capacity.*num_walkers"):
         pg.fit(small_dataset, config, seeds=1, progress=False)
@@ -176,21 +185,21 @@ def test_too_many_walkers_for_the_replay_buffer_name_both_fields(small_dataset):
 
 @pytest.mark.parametrize("field", ["gcn_lr", "q_lr", "weight_decay", "teleport", "dropout"])
 def test_a_value_float32_rounds_to_zero_is_refused(field):
-    """Before: gcn_lr=1e-50 passed "> 0" and trained with a learning rate of 0."""
+    """gcn_lr=1e-50 is refused: it passes "> 0" and would train with a learning rate of 0."""
     with pytest.raises(pg.ConfigError, match=f"{field} is 1e-50, which float32 .* rounds to 0"):
         pg.Config(**{field: 1e-50})
     pg.Config(**{field: 1e-30})  # small, and still itself in float32
 
 
 def test_one_field_set_twice_to_different_values_is_refused():
-    """Before: `--set hidden=8 --set hidden=32` kept 32 without a word."""
+    """`--set hidden=8 --set hidden=32` is refused, not kept as 32 without a word."""
     with pytest.raises(pg.ConfigError, match="--set hidden is given twice, as 8 and as 32"):
         pg.config.parse_overrides(["hidden=8", "hidden=32"])
     assert pg.config.parse_overrides(["hidden=8", "hidden= 8"]) == {"hidden": 8}
 
 
 def test_a_refused_value_is_the_one_line_even_for_a_field_the_method_ignores(capsys):
-    """Before: a warning that the field is not used, then the refusal of its value."""
+    """A refused value is the one line, with no warning ahead of it that the field is not used."""
     argv = ["--dataset", "csbm", "--method", "gcn", "--set", "episodes_per_call=0",
             "--show-config"]  # fmt: skip
     assert cli.main(argv) == 2
@@ -216,8 +225,9 @@ def test_a_refused_value_is_the_one_line_even_for_a_field_the_method_ignores(cap
     ],
 )
 def test_config_values_that_broke_later_are_refused_when_built(make, message):
-    """Before: a bare TypeError without a hint; a negative reward scale that trains the agent
-    toward the worst depths; sizes that overflowed int32 inside JAX."""
+    """Each value is refused when the Config is built, where it would otherwise give a bare
+    TypeError without a hint, a negative reward scale that trains the agent toward the worst depths,
+    or sizes that overflow int32 inside JAX."""
     with pytest.raises(pg.ConfigError, match=message):
         make()
 
@@ -227,8 +237,9 @@ def test_config_values_that_broke_later_are_refused_when_built(make, message):
     [("policy-gnn", "random_policy"), ("gcn", "audit"), ("policy-gnn-plus", "audit")],
 )
 def test_a_switch_the_method_never_reads_is_said(method, switch):
-    """Before: random_policy=True with policy-gnn trained the DQN (the record said False), and
-    audit=True with gcn did no audit, both without a word."""
+    """A switch the method never reads is said: random_policy=True with policy-gnn trains the DQN
+    (the record says False), and audit=True with gcn does no audit, which would otherwise pass
+    without a word."""
     ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
     cfg = pg.Config.tiny(num_episodes=2, epochs=2, **{switch: True})
     with pytest.warns(UserWarning, match=f"Config.{switch}=True is not used by method"):
@@ -244,7 +255,8 @@ def test_a_switch_the_method_reads_is_not_warned_about(method, recwarn):
 
 
 def test_a_learning_rate_float32_flushes_to_zero_is_not_told_to_be_zero():
-    """Before: "pass 0, or at least 1.175e-38", and 0 was then refused."""
+    """A learning rate float32 flushes to zero is not told to "pass 0, or at least 1.175e-38": 0 is
+    refused too."""
     with pytest.raises(pg.ConfigError) as err:
         pg.Config(gcn_lr=1e-45)
     assert "pass 0" not in str(err.value) and "1.175e-38" in str(err.value)

@@ -58,8 +58,9 @@ def _args(*argv):
 
 @pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_with_one_line_naming_the_last_checkpoint(tmp_path, stop, code):
-    """Before: a KeyboardInterrupt traceback and orbax's (SIGINT); SIGTERM killed the run with
-    no word and left its empty output folder."""
+    """A signal ends the run with one line naming the last checkpoint: not a KeyboardInterrupt
+    traceback and orbax's (SIGINT), nor a SIGTERM that kills the run with no word and leaves its
+    empty output folder."""
     ckpt = tmp_path / "ckpt"
     command = [sys.executable, "-m", "policy_gnn_jax.cli", *QUICK[:-5], "--episodes", "400"]
     command += ["--checkpoint-dir", str(ckpt), "--set", "episodes_per_call=2"]
@@ -94,9 +95,9 @@ def test_a_hangup_or_a_quit_stops_a_run_as_sigterm_does(capsys, stop):
 
 
 def test_a_signal_during_the_final_save_lands_after_it(tmp_path):
-    """Before: a SIGTERM between the renames left results.json of one run beside
-    snapshots.npz of the other. Run in a fresh process with SIGINT handled: late in the whole
-    suite SIGINT is ignored at the OS level, which a child inherits."""
+    """A SIGTERM during the final save lands after it: landing between the renames, it would leave
+    results.json of one run beside snapshots.npz of the other. Run in a fresh process with SIGINT
+    handled: late in the whole suite SIGINT is ignored at the OS level, which a child inherits."""
     tests = str(pathlib.Path(__file__).parent)
     done = subprocess.run([sys.executable, "-c", SIGNAL_DURING_PUBLISH, str(tmp_path / "f"), tests],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -133,7 +134,8 @@ def test_an_interrupt_before_the_first_split_says_nothing_was_saved(tmp_path):
 
 
 def test_a_run_folder_interrupted_before_its_result_is_removed(tmp_path, monkeypatch):
-    """Before: `reproduce.py table` stopped by a signal left an empty run folder."""
+    """A `reproduce.py table` run stopped by a signal removes its run folder rather than leave it
+    empty."""
     from policy_gnn_jax.contrib.reproduction import runs
 
     def stopped(*args, **kwargs):
@@ -146,8 +148,8 @@ def test_a_run_folder_interrupted_before_its_result_is_removed(tmp_path, monkeyp
 
 
 def test_an_overwrite_stopped_before_its_save_is_not_called_complete(tmp_path):
-    """Before: an --overwrite run stopped during training said "interrupted after the result was
-    saved; it is complete" because the previous run's fit.json was there."""
+    """An --overwrite run stopped during training is not called "interrupted after the result was
+    saved; it is complete" because the previous run's fit.json is there."""
     out = tmp_path / "o"
     out.mkdir()
     (out / "fit.json").write_text("{}")
@@ -160,7 +162,8 @@ def test_an_overwrite_stopped_before_its_save_is_not_called_complete(tmp_path):
 
 
 def test_a_stopped_sweep_with_checkpoints_names_them(tmp_path):
-    """Before: "nothing was saved" while <checkpoint-dir>/split-0 held checkpoints to resume."""
+    """A stopped sweep names <checkpoint-dir>/split-0 and its checkpoints to resume, not "nothing
+    was saved"."""
     (tmp_path / "ck" / "split-0" / "2").mkdir(parents=True)
     args = _args("--dataset", "x.npz", "--splits", "0-1", "--checkpoint-dir", str(tmp_path / "ck"))
     line = cli.interrupted_line(args, tmp_path / "o")
@@ -169,9 +172,9 @@ def test_a_stopped_sweep_with_checkpoints_names_them(tmp_path):
 
 @pytest.mark.benchmark_data("texas")
 def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, monkeypatch):
-    """Before: stopped after its first split, an --overwrite sweep left the old results.json
-    beside a split-0 that held the new run. (Splits run apart: a sweep run as one program saves
-    its splits only once all have trained.)"""
+    """Stopped after its first split, an --overwrite sweep leaves no old results.json beside a
+    split-0 that holds the new run. (Splits run apart: a sweep run as one program saves its splits
+    only once all have trained.)"""
     from policy_gnn_jax import api, cli
 
     out = str(tmp_path / "sw")

@@ -9,7 +9,7 @@ from conftest import HETEROPHILY_DIR, need
 def test_fig1_of_another_graph_of_the_same_name_is_not_replaced_unasked(
     reproduce_module, tmp_path, monkeypatch
 ):
-    """Before: two folders of arrays both named csbm: the second fig1 replaced the first's
+    """With two folders of arrays both named csbm, the second fig1 does not replace the first's
     fig1_csbm.{png,json} without a word."""
     from policy_gnn_jax import data
 
@@ -25,8 +25,8 @@ def test_fig1_of_another_graph_of_the_same_name_is_not_replaced_unasked(
 
 
 def test_fig1_of_other_seeds_or_seed_mode_is_not_replaced_unasked(reproduce_module, tmp_path):
-    """Before: only another graph's fig1 was refused; one of other seeds was replaced, and
-    --seed-mode was not used at all."""
+    """Not only another graph's fig1 is kept: one of other seeds is not replaced either, and
+    --seed-mode is used and recorded."""
     need("texas")
     argv = ["fig1", "--dataset", "texas", "--data-dir", str(HETEROPHILY_DIR), "--preset", "tiny",
             "--out", str(tmp_path / "f")]  # fmt: skip
@@ -40,8 +40,9 @@ def test_fig1_of_other_seeds_or_seed_mode_is_not_replaced_unasked(reproduce_modu
 def test_fig1_runs_a_graph_whose_name_has_a_slash_and_fewer_than_20_test_nodes(
     reproduce_module, tmp_path
 ):
-    """Before: fig1 trained five depths and then failed on a file name with a `/` in it, and
-    a graph of fewer than 20 test nodes was numpy's "Cannot take a larger sample"."""
+    """fig1 runs a graph whose name has a `/` in it (as a file name it would fail after fig1 trained
+    five depths) and one of fewer than 20 test nodes (else numpy's "Cannot take a larger
+    sample")."""
     from policy_gnn_jax import data
 
     folder = tmp_path / "g"
@@ -57,7 +58,7 @@ def test_fig1_runs_a_graph_whose_name_has_a_slash_and_fewer_than_20_test_nodes(
 
 
 def test_fig1_keeps_a_lone_figure_of_its_name(reproduce_module, tmp_path, capsys):
-    """Before: a fig1_<dataset>.png with no .json beside it was replaced, unasked."""
+    """A fig1_<dataset>.png with no .json beside it is kept, not replaced unasked."""
     out = tmp_path / "f"
     out.mkdir()
     (out / "fig1_csbm.png").write_text("mine")

@@ -77,8 +77,8 @@ def _loop(tmp_path) -> pathlib.Path:
 
 
 def test_an_ablation_file_that_is_no_object_is_refused_before_the_sweeps(tmp_path):
-    """Before: the whole sweep ran, then `AttributeError: 'list' object has no attribute
-    'update'`."""
+    """An ablation file that is no object is refused ahead of the sweeps: otherwise the whole sweep
+    runs, then `AttributeError: 'list' object has no attribute 'update'`."""
     path = tmp_path / "a.json"
     path.write_text("[1]")
     done = run_python("experiments/adaptive_depth.py", "ablate", "--datasets", "csbm", "--seeds",
@@ -98,8 +98,8 @@ def test_a_merged_entry_is_replaced_only_by_the_same_or_when_asked(tmp_path):
 
 
 def test_adaptive_depth_results_keep_the_other_datasets_records(tmp_path):
-    """Before: `results --datasets cora --backbones decoupled` rewrote the whole file, from 20
-    records to 3."""
+    """`results --datasets cora --backbones decoupled` keeps the other datasets' records, rather
+    than rewrite the whole file from 20 records to 3."""
     script = _experiment("adaptive_depth")
     old = {"records": [_row("cora", "gcn", "random", 0.78), _row("cora", "decoupled", "random",
                        0.80), _row("citeseer", "gcn", "random", 0.65)],
@@ -121,8 +121,8 @@ def test_adaptive_depth_results_keep_the_other_datasets_records(tmp_path):
 def test_a_saved_fits_results_json_is_never_merged_into(
     saved, experiment, reproduce_module, tmp_path, capsys, script, what, flag
 ):
-    """Before: exit 0, the record replaced or mixed with the study's entries, and the fit no
-    longer loaded (its SHA-256 differed)."""
+    """A saved fit's results.json is never merged into: that would exit 0 with the record replaced
+    or mixed with the study's entries, and the fit would not load (its SHA-256 differs)."""
     before = (saved / "results.json").read_bytes()
     code = _run(script, experiment, reproduce_module, tmp_path, what, flag, saved / "results.json")
     assert code == 2
@@ -136,8 +136,9 @@ def test_a_saved_fits_results_json_is_never_merged_into(
 def test_a_json_of_another_shape_is_refused_before_any_sweep(
     experiment, reproduce_module, tmp_path, capsys, script, what, flag, held
 ):
-    """Before: any JSON object was merged into (a list, or an object of lists, failed with a
-    traceback after the sweeps)."""
+    """Only a JSON of the expected shape is merged into: one of another shape is refused ahead of
+    any sweep, not left to fail with a traceback after the sweeps (a list, or an object of
+    lists)."""
     path = tmp_path / "other.json"
     path.write_text(json.dumps(held))
     code = _run(script, experiment, reproduce_module, tmp_path, what, flag, path)
@@ -148,8 +149,8 @@ def test_a_json_of_another_shape_is_refused_before_any_sweep(
 
 
 def test_two_runs_merging_at_once_both_keep_their_entries(tmp_path):
-    """Before: each run read the file, merged, and wrote it back: the slower one's write lost
-    the other's entry."""
+    """Two runs merging at once both keep their entries: if each read the file, merged, and wrote it
+    back, the slower one's write would lose the other's entry."""
     path = tmp_path / "merged.json"
 
     def add(key, delay):
@@ -168,8 +169,8 @@ def test_two_runs_merging_at_once_both_keep_their_entries(tmp_path):
 
 
 def test_a_headroom_file_that_is_the_runs_own_output_is_refused(reproduce_module, tmp_path, capsys):
-    """Before: the run wrote its own headroom.json over the merged file, then refused it: the
-    earlier entries were gone."""
+    """A headroom file that is the run's own output is refused: the run would write its own
+    headroom.json over the merged file, then refuse it, with the entries it held gone."""
     out = tmp_path / "o"
     out.mkdir()
     merged = out / "headroom.json"
@@ -183,7 +184,8 @@ def test_a_headroom_file_that_is_the_runs_own_output_is_refused(reproduce_module
 
 
 def test_a_merged_json_that_is_a_link_updates_its_target(tmp_path):
-    """Before: the link was replaced by a regular file; the file it pointed to never changed."""
+    """A merged JSON that is a link updates its target, rather than replace the link by a regular
+    file and leave the file it points to unchanged."""
     target = tmp_path / "real" / "merged.json"
     target.parent.mkdir()
     target.write_text(json.dumps({"a": {}}))
@@ -196,8 +198,9 @@ def test_a_merged_json_that_is_a_link_updates_its_target(tmp_path):
 
 
 def test_a_replaced_entry_leaves_no_depth_points_of_the_run_it_replaced(experiment, tmp_path):
-    """Before: a study of texas without Policy-GNN (its entry replaced with --overwrite) kept
-    the replaced run's depth points, and the figure still drew them."""
+    """A replaced entry leaves no depth points of the run it replaced: a study of texas without
+    Policy-GNN (its entry replaced with --overwrite) would keep the replaced run's depth points, and
+    the figure would still draw them."""
 
     results = tmp_path / "r.json"
     heterophily_table.merge_points(results, {"texas": np.ones((4, 3)), "actor": np.ones((2, 3))})
@@ -210,8 +213,8 @@ def test_a_replaced_entry_leaves_no_depth_points_of_the_run_it_replaced(experime
 def test_the_adaptive_depth_table_takes_no_run_of_another_graph_of_the_same_name(
     experiment, small_dataset
 ):
-    """Before: `results --datasets g2/cora` read results/reproduce/cora, the built-in Cora's
-    runs, as that graph's rows."""
+    """`results --datasets g2/cora` does not read results/reproduce/cora, the built-in Cora's runs,
+    as that graph's rows: the data fingerprint is compared."""
     adaptive = experiment("adaptive_depth")
     record = {"config": {"backbone": "gcn"}, "seeds": 1, "dataset_fingerprint": "0" * 64}
     assert "data" in adaptive._mismatch(record, "gcn", 1, small_dataset)
@@ -222,8 +225,8 @@ def test_the_adaptive_depth_table_takes_no_run_of_another_graph_of_the_same_name
 @pytest.mark.parametrize("command, report", [("table", "table3"), ("ablations", "ablations")])
 def test_a_report_of_other_datasets_is_not_replaced_unasked(reproduce_module, tmp_path, capsys,
                                                             command, report):  # fmt: skip
-    """Before: `table --datasets A` then `table --datasets B` on one --out left a table of B
-    alone, without a word (the same for ablations)."""
+    """`table --datasets A` then `table --datasets B` on one --out does not leave a table of B alone
+    without a word (the same for ablations)."""
     out = tmp_path / "o"
     out.mkdir()
     held = {"table3": {"rows": {}, "best_fixed_depth_by_val": {"citeseer": 2}, "skipped": {}},
@@ -239,8 +242,8 @@ def test_a_report_of_other_datasets_is_not_replaced_unasked(reproduce_module, tm
 
 
 def test_a_damaged_input_json_is_not_said_to_be_remade_by_deleting_it(tmp_path):
-    """Before: an empty --ablation-json read by `results` was "Delete it ... to recreate it",
-    which only `ablate` can."""
+    """An empty --ablation-json read by `results` is not said to be remade by deleting it ("Delete
+    it ... to recreate it"), which only `ablate` can do."""
     path = tmp_path / "ablation.json"
     path.write_text("")
     with pytest.raises(pg.CheckpointError) as err:
@@ -250,8 +253,8 @@ def test_a_damaged_input_json_is_not_said_to_be_remade_by_deleting_it(tmp_path):
 
 @pytest.mark.parametrize("held", [{}, {"best_fixed_depth_by_val": "cora", "skipped": {}}])
 def test_a_table_report_of_another_shape_is_one_error(reproduce_module, tmp_path, capsys, held):
-    """Before: `{}` was a KeyError traceback; a string was split into letters ("holds c, o,
-    r, a")."""
+    """A table report of another shape is one error: `{}` is not a KeyError traceback, nor a string
+    split into letters ("holds c, o, r, a")."""
     out = tmp_path / "o"
     out.mkdir()
     (out / "table3.json").write_text(json.dumps(held))
@@ -263,7 +266,7 @@ def test_a_table_report_of_another_shape_is_one_error(reproduce_module, tmp_path
 
 
 def test_a_table_with_rows_of_other_datasets_is_kept(reproduce_module, tmp_path, capsys):
-    """Before: a row added by hand for cornell was dropped from table3.json, unasked."""
+    """A row added by hand for cornell is kept in table3.json, not dropped unasked."""
     out = tmp_path / "o"
     out.mkdir()
     held = {"rows": {"gcn-d2": {"cornell": {"mean": 0.5, "std": 0.0}}},
@@ -275,7 +278,7 @@ def test_a_table_with_rows_of_other_datasets_is_kept(reproduce_module, tmp_path,
 
 
 def test_a_table_md_without_its_json_is_kept(reproduce_module, tmp_path, capsys):
-    """Before: with table3.json gone, table3.md (which may hold more rows) was rewritten."""
+    """With table3.json gone, table3.md (which may hold more rows) is kept, not rewritten."""
     out = tmp_path / "o"
     out.mkdir()
     (out / "table3.md").write_text("| my | table |\n")
@@ -286,7 +289,8 @@ def test_a_table_md_without_its_json_is_kept(reproduce_module, tmp_path, capsys)
 
 def test_a_table_json_that_is_a_folder_is_refused_before_any_run(reproduce_module, tmp_path,
                                                                  capsys):  # fmt: skip
-    """Before: refused only after the runs, with "free some space" as the fix."""
+    """A table3.json that is a folder is refused ahead of any run, not after the runs with "free
+    some space" as the fix."""
     out = tmp_path / "o"
     (out / "table3.json").mkdir(parents=True)
     assert reproduce_module.main(_table_argv(out)) == 2
@@ -313,7 +317,8 @@ def test_a_loop_of_links_under_a_merged_file_is_one_error(experiment, reproduce_
 
 
 def test_a_users_file_read_as_a_merged_json_is_not_called_corrupt(tmp_path):
-    """Before: "notes.md is corrupt or truncated ... Delete it": the fix deleted a user's file."""
+    """A user's file read as a merged JSON is said not to be JSON, not "notes.md is corrupt or
+    truncated ... Delete it", a fix that would delete a user's file."""
 
     notes = tmp_path / "notes.md"
     notes.write_text("# my notes\n")

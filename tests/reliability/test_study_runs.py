@@ -61,7 +61,8 @@ def _hand_edit_a_saved_policy_run(experiment, tmp_path):
     "script", ["experiments/tune_decoupled.py", "benchmarks/decoupled_forms.py"]
 )
 def test_a_tuning_script_refuses_an_existing_out(tmp_path, script):
-    """Before: it ran and replaced the file, which has no --overwrite to ask for."""
+    """A tuning script refuses an existing --out file and asks for --overwrite, rather than run and
+    replace the file unasked."""
     out = tmp_path / "x.json"
     out.write_text('{"p": 1}')
     done = run_python(script, "--datasets", "csbm", "--seeds", "1", "--out", str(out))
@@ -129,7 +130,7 @@ def test_study_options_override_takes_one(tmp_path):
 
 
 def test_more_splits_than_the_benchmark_has_are_refused(tmp_path):
-    """Before: --num-splits 11 ran the ten there were, without a word."""
+    """--num-splits 11 is refused, not run on the ten there are without a word."""
     need("texas")
     done = _heterophily(tmp_path, "options", "--num-splits", "11")
     assert done.returncode == 2
@@ -137,7 +138,7 @@ def test_more_splits_than_the_benchmark_has_are_refused(tmp_path):
 
 
 def test_a_study_without_chosen_options_says_so(tmp_path):
-    """Before: a missing --options-json silently meant the plain options."""
+    """A missing --options-json is said, not silently taken to mean the plain options."""
     need("texas")
     done = _heterophily(tmp_path, "study", "--skip", "policy-gnn", "random", "policy-gnn-plus")
     assert done.returncode == 0, done.stderr
@@ -146,7 +147,7 @@ def test_a_study_without_chosen_options_says_so(tmp_path):
 
 @pytest.mark.parametrize("flag", ["--datasets", "--backbones"])
 def test_a_name_given_twice_to_adaptive_depth_is_refused(experiment, tmp_path, capsys, flag):
-    """Before: every record was written twice."""
+    """A name given twice is refused: every record would be written twice."""
     values = ["cora", "cora"] if flag == "--datasets" else ["decoupled", "decoupled"]
     argv = ["results", flag, *values, "--out", str(tmp_path / "runs"),
             "--results-json", str(tmp_path / "r.json")]  # fmt: skip
@@ -158,8 +159,8 @@ def test_a_name_given_twice_to_adaptive_depth_is_refused(experiment, tmp_path, c
 def test_a_fixed_depth_cache_whose_arrays_were_changed_is_trained_again(
     experiment, tmp_path, capsys, key
 ):
-    """Before: a cache with its tag kept but an array cut short was read as this run's; the
-    study then failed in NumPy ("operands could not be broadcast together")."""
+    """A cache with its tag kept but an array cut short is trained again: read as this run's, the
+    study would fail in NumPy ("operands could not be broadcast together")."""
 
     fixed_runs = experiment("heterophily").fixed_runs
     ds = pg.load_dataset(str(_benchmark_file(tmp_path / "b.npz")), split=0)
@@ -177,8 +178,8 @@ def test_a_fixed_depth_cache_whose_arrays_were_changed_is_trained_again(
 
 
 def test_a_damaged_saved_policy_run_names_a_fix_that_works(experiment, tmp_path):
-    """Before: "Save the fit again", which a study's user cannot do, and --overwrite did not
-    get past it."""
+    """A damaged saved policy run names a fix that works (delete the run, or pass --overwrite, which
+    gets past it), not "Save the fit again", which a study's user cannot do."""
     het, args, run, ds, cfg_m = _hand_edit_a_saved_policy_run(experiment, tmp_path)
     with pytest.raises(pg.CheckpointError) as caught:
         het.fit_or_load(run, ds, cfg_m, "policy-gnn", 1)
@@ -188,8 +189,9 @@ def test_a_damaged_saved_policy_run_names_a_fix_that_works(experiment, tmp_path)
 
 
 def test_fixed_depth_runs_of_another_depth_range_are_kept_beside_these(experiment, tmp_path):
-    """Before: one `fixed.npz` per split folder, whatever the depth range or seeds: a study at
-    another --max-depth replaced the other's runs without a word."""
+    """Fixed-depth runs of another depth range are kept beside these: with one `fixed.npz` per split
+    folder, whatever the depth range or seeds, a study at another --max-depth would replace the
+    other's runs without a word."""
 
     fixed_runs = experiment("heterophily").fixed_runs
     ds = pg.load_dataset(str(_benchmark_file(tmp_path / "b.npz")), split=0)
@@ -220,7 +222,8 @@ def test_fixed_depth_runs_of_another_config_are_not_replaced_unasked(experiment,
 def test_a_folder_where_the_fixed_depth_cache_goes_is_refused_before_training(
     experiment, tmp_path, monkeypatch
 ):
-    """Before: the runs trained, then "cannot write ... free some space"."""
+    """A folder where the fixed-depth cache goes is refused ahead of training, not after the runs
+    with "cannot write ... free some space"."""
     fixed_runs = experiment("heterophily").fixed_runs
     ds = pg.load_dataset(str(_benchmark_file(tmp_path / "b.npz")), split=0)
     cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
@@ -234,7 +237,8 @@ def test_a_folder_where_the_fixed_depth_cache_goes_is_refused_before_training(
 
 
 def test_options_says_which_of_the_studys_flags_it_does_not_use(experiment, tmp_path, capsys):
-    """Before: `options --episodes 7 --skip random` ran as if they were not there, unsaid."""
+    """`options --episodes 7 --skip random` says options does not use them, rather than run as if
+    they were not there."""
     need("texas")
     het = experiment("heterophily")
     argv = ["options", "--datasets", "texas", "--data-dir", str(HETEROPHILY_DIR), "--seeds", "1",
@@ -276,8 +280,8 @@ def test_adaptive_depth_says_which_flags_a_command_does_not_read(
 
 
 def test_a_second_heterophily_run_on_one_out_is_refused_before_it_trains(tmp_path):
-    """Before: --out was not locked: two studies on one folder both trained everything, and
-    the second then failed with the library's "pass overwrite=True"."""
+    """--out is locked: two studies on one folder would both train everything, and the second would
+    then fail with the library's "pass overwrite=True"."""
     from conftest import need
     from test_heterophily_study import _study
 
@@ -291,7 +295,7 @@ def test_a_second_heterophily_run_on_one_out_is_refused_before_it_trains(tmp_pat
 
 
 def test_options_chosen_on_another_number_of_splits_are_said(experiment, capsys):
-    """Before: seeds and depth ranges that differ were said, a number of splits was not."""
+    """A number of splits that differs is said, as seeds and depth ranges that differ are."""
     het = experiment("heterophily")
     args = het.parse_args(["study", "--datasets", "texas", "--seeds", "3", "--max-depth", "4",
                            "--num-splits", "3"])  # fmt: skip
@@ -303,8 +307,8 @@ def test_options_chosen_on_another_number_of_splits_are_said(experiment, capsys)
 
 
 def test_the_options_command_makes_no_folder_for_the_studys_files(experiment, tmp_path):
-    """Before: `heterophily.py options` left empty docs/figures and docs/results in the working
-    folder: folders for the study's files, which options never writes."""
+    """`heterophily.py options` leaves no empty docs/figures or docs/results in the working folder:
+    folders for the study's files, which options never writes."""
     heterophily = experiment("heterophily")
     args = heterophily.parse_args(
         ["options", "--datasets", "texas", "--out", str(tmp_path / "o"),

@@ -33,8 +33,8 @@ def _uneven_benchmark(path):
 
 
 def test_splits_with_overwrite_over_a_single_fit_leaves_no_stale_fit(tmp_path):
-    """Before: the old fit.json, dataset.npz and snapshots.npz stayed beside the sweep's
-    results.json, and `load` failed with a checksum error."""
+    """--splits --overwrite over a single fit leaves no stale fit: the old fit.json, dataset.npz and
+    snapshots.npz beside the sweep's results.json would make `load` fail with a checksum error."""
     file = _benchmark_file(tmp_path / "bench.npz")
     assert cli.main(_argv(file, tmp_path / "g")) == 0
     assert cli.main(_argv(file, tmp_path / "g", "--splits", "0-1", "--overwrite")) == 0
@@ -55,7 +55,7 @@ def test_a_saved_split_of_another_seed_mode_is_not_reused(tmp_path, capsys):
 
 @pytest.mark.parametrize("text", ["", " ", ","])
 def test_an_empty_splits_is_refused(tmp_path, capsys, text):
-    """Before: `--splits ""` ran one split as if the flag were absent."""
+    """`--splits ""` is refused, not run as one split as if the flag were absent."""
     file = _benchmark_file(tmp_path / "bench.npz")
     assert cli.main(_argv(file, tmp_path / "o", "--splits", text)) == 2
     assert "--splits must be" in capsys.readouterr().err
@@ -63,7 +63,8 @@ def test_an_empty_splits_is_refused(tmp_path, capsys, text):
 
 @pytest.mark.parametrize("content", ["[1, 2]", "{not json"])
 def test_a_damaged_split_manifest_is_named(tmp_path, capsys, content):
-    """Before: AttributeError, or a bare JSONDecodeError naming no file."""
+    """A damaged split manifest is named in one line, not an AttributeError, or a bare
+    JSONDecodeError naming no file."""
     file = _benchmark_file(tmp_path / "bench.npz")
     (tmp_path / "o" / "split-0").mkdir(parents=True)
     (tmp_path / "o" / "split-0" / "fit.json").write_text(content)
@@ -81,8 +82,8 @@ def test_split_and_splits_together_are_refused_even_for_split_0(tmp_path, capsys
 
 @pytest.mark.benchmark_data("texas")
 def test_a_damaged_split_says_what_to_do_and_overwrite_trains_it_again(tmp_path, capsys):
-    """Before: "... Save the fit again.", which a command-line user cannot do, with or
-    without --overwrite."""
+    """A damaged split says what to do, and --overwrite trains it again: not "... Save the fit
+    again.", which a command-line user cannot do, with or without --overwrite."""
     from policy_gnn_jax import cli
 
     out = tmp_path / "sw"
@@ -107,8 +108,8 @@ def test_a_reversed_split_range_says_so():
 
 
 def test_a_failed_sweep_over_a_single_fit_keeps_that_fit(tmp_path):
-    """Before: --splits --overwrite removed the single fit before training, and a split that
-    diverged left the folder empty."""
+    """A failed sweep over a single fit keeps that fit: if --splits --overwrite removed it ahead of
+    training, a split that diverged would leave the folder empty."""
     need("texas")
     out = str(tmp_path / "o")
     assert cli.main([*TEXAS_TWO_EPOCHS, "--out", out]) == 0
@@ -139,7 +140,8 @@ def test_split_ids_of_the_wrong_kind_say_what_to_pass(name):
 
 
 def test_splits_over_several_processes_is_refused_before_waiting_for_them(capsys):
-    """Before: process 1 waited for process 0 (300 s by default) before the same refusal."""
+    """--splits over several processes is refused at once: process 1 does not wait for process 0
+    (300 s by default) to reach the same refusal."""
     import time
 
     from policy_gnn_jax import cli
@@ -154,7 +156,8 @@ def test_splits_over_several_processes_is_refused_before_waiting_for_them(capsys
 
 @pytest.mark.parametrize("text", ["0-99999999999999999999999", "0-1000000000000000000"])
 def test_a_huge_split_range_names_the_splits_that_exist(text):
-    """Before: an OverflowError traceback, or "out of host memory" (the list was built)."""
+    """A huge split range names the splits that exist, not an OverflowError traceback, or "out of
+    host memory" from building the list."""
     from policy_gnn_jax.cli import splits
 
     with pytest.raises(pg.ConfigError, match="names split .*, but the dataset has splits 0..9"):
@@ -163,8 +166,9 @@ def test_a_huge_split_range_names_the_splits_that_exist(text):
 
 @pytest.mark.parametrize("split_map", ["map", "vmap"])
 def test_the_same_dataset_twice_is_joined_too(split_map):
-    """Before: JAX's "scan got no values to scan over" (map) or "vmap must have at least one
-    non-None value in in_axes" (vmap): no array differed between the splits."""
+    """The same dataset twice is joined too, though no array differs between the splits: not JAX's
+    "scan got no values to scan over" (map) or "vmap must have at least one non-None value in
+    in_axes" (vmap)."""
     ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
     cfg = pg.Config.tiny(epochs=3)
     fits = split_sweep.fit_splits([ds, ds], cfg, method="gcn", seeds=1, progress=False,
@@ -176,8 +180,9 @@ def test_the_same_dataset_twice_is_joined_too(split_map):
 
 
 def test_a_vmap_sweep_over_uneven_splits_reuses_its_own_result(tmp_path, capsys):
-    """Before: the record said one batch and the check expected another, so the same command
-    refused (or, with --overwrite, trained again) what it had just made."""
+    """A vmap sweep over uneven splits reuses its own result: if the record said one batch and the
+    check expected another, the same command would refuse (or, with --overwrite, train again) what
+    it had just made."""
     file = _uneven_benchmark(tmp_path / "bench.npz")
     out = tmp_path / "o"
     assert cli.main(_argv(file, out, "--splits", "2")) == 0  # the odd one, saved first
@@ -191,14 +196,14 @@ def test_a_vmap_sweep_over_uneven_splits_reuses_its_own_result(tmp_path, capsys)
 
 @pytest.mark.parametrize("text", ["0_1", "1_0", "٣"])
 def test_split_ids_are_plain_digits(text):
-    """Before: int() read `0_1` as split 1 and `1_0` as split 10."""
+    """Split ids are plain digits: int() would read `0_1` as split 1 and `1_0` as split 10."""
     with pytest.raises(pg.ConfigError, match="--splits"):
         cli.splits.parse_splits(text, 20)  # split 10 exists: 1_0 must not be read as it
 
 
 def test_a_file_where_a_split_folder_goes_names_the_fix(tmp_path, capsys):
-    """Before: "is an existing file, not a folder: choose a folder" (the user chooses no split
-    folder)."""
+    """A file where a split folder goes names the fix, not "is an existing file, not a folder:
+    choose a folder" (the user chooses no split folder)."""
     file = _benchmark_file(tmp_path / "bench.npz")
     out = tmp_path / "o"
     out.mkdir()
