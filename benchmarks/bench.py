@@ -165,7 +165,7 @@ def bench_seeds(name, cfg, g, hops, agent, epoch: float, step: float, args) -> l
     del epoch, step  # measured again below, in both modes
     rows = []
     for seeds in [1, *(s for s in args.seeds if s > 1)]:
-        for mode in runner.SEED_MODES:
+        for mode in args.seed_modes:
             many = {"GCN epoch": epoch_time(cfg, g, seeds, args.repeats, mode=mode),
                     "MDP step": step_time(cfg, g, hops, agent, seeds, args.repeats, mode=mode)}
             rows += [{"dataset": name, "what": what, "seeds": seeds, "mode": mode,
@@ -272,6 +272,8 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[4],
                    help="seed counts S compared with one seed (e.g. 4 10 32)")
+    p.add_argument("--seed-modes", nargs="+", default=list(runner.SEED_MODES),
+                   choices=runner.SEED_MODES, help="the seed modes of the seeds table")  # fmt: skip
     p.add_argument("--seed-parts", action="store_true",
                    help="also the MDP step's parts: per-seed cost at each seed count")  # fmt: skip
     p.add_argument("--out", default=None, help="also write the seeds table here, as JSON")

@@ -65,7 +65,7 @@ def ablate(args) -> None:
                 cfg = plus_config(name, args.backbone, **settings)
                 record = run_or_load(
                     dataset_folder(out, name) / args.backbone / f"plus-{tag}", ds, cfg,
-                    "policy-gnn-plus", args.seeds, replace=args.overwrite,
+                    "policy-gnn-plus", args.seeds, args.seed_mode, replace=args.overwrite,
                 )  # fmt: skip
                 scores[value] = record["val_accuracy"]["mean"]
                 rows.append(
@@ -185,7 +185,7 @@ def results(args) -> None:
             tag = "-".join(str(v) for v in chosen.values())
             record = run_or_load(
                 dataset_folder(out, name) / backbone / f"plus-final-{tag}", ds, cfg,
-                "policy-gnn-plus", args.seeds, replace=args.overwrite,
+                "policy-gnn-plus", args.seeds, args.seed_mode, replace=args.overwrite,
             )  # fmt: skip
             entries.append(_entry(name, backbone, "policy-gnn-plus", record))
             if backbone == "decoupled":
@@ -268,6 +268,9 @@ def main(argv=None) -> int:
         default=None,
         help="default: 5 for ablate (a screen on validation), 10 for results (the protocol)",
     )
+    p.add_argument("--seed-mode", default=None, choices=("vmap", "map"),
+                   help="default: map on a CPU, vmap on an accelerator (the committed CPU runs: "
+                   "vmap, except the decoupled policy and random rows)")  # fmt: skip
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="results/adaptive_depth")
     p.add_argument(

@@ -21,7 +21,7 @@ Each step runs in its own process under a time limit, the most important first:
 8. `step_epoch_seeds`: benchmarks/bench.py: MDP step / GCN epoch, seeds vmapped vs a loop.
 Asked for by name (`--steps`), as a session's time allows:
 9. `readme_full`: the README command with its defaults (1000 episodes), its wall time;
-10. `seeds`: benchmarks/bench.py's seeds table at S = 10, 100, 1000;
+10. `seeds`: benchmarks/bench.py's seeds table at S = 1, 10, 100, 1000, batched;
 11. `suite`: the whole test suite with the GPU as JAX's backend.
 The compilation cache is off in every step, but each process of a step run twice (and
 `readme_full`) gets a cold one of its own. A step that would start after `--budget-s` is skipped
@@ -189,8 +189,8 @@ def plan(args, work: pathlib.Path) -> dict:
         "readme_full": (200, lambda t: readme_full(args, t, work)),
         "seeds": (240, lambda t: json_step(
             ["benchmarks/bench.py", "--datasets", args.dataset, *_data_dir(args), "--seeds",
-             "10", "100", "1000", "--repeats", "3", "--skip-backbones", "--skip-kernels"], t,
-            work / "seeds.json")),
+             "10", "100", "1000", "--seed-modes", "vmap", "--repeats", "3", "--skip-backbones",
+             "--skip-kernels"], t, work / "seeds.json")),
         # The whole test suite with the GPU as JAX's backend, one process (see "tests").
         "suite": (600, lambda t: run_step(["-m", "pytest", "-o", "addopts=", "-p", "no:xdist",
                                            "-q", "-p", "no:cacheprovider", "tests"], t)),

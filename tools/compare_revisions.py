@@ -31,16 +31,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Per-seed records of Policy-GNN, the random policy and the fixed-depth GCN on Cora, and the
 # other paths a restructure could disturb: decoupled backbone, subgraph engine, mapped seeds,
-# audit, Policy-GNN+. Short runs: identity needs the same bits, not the paper's length.
+# audit, Policy-GNN+. Short runs: identity needs the same bits, not the paper's length. The
+# seed mode is named: the default depends on the backend.
 COMMANDS = {
-    "cora-policy-gnn": "--dataset cora --seeds 10 --episodes 30",
-    "cora-random": "--dataset cora --method random --seeds 10 --episodes 30",
-    "cora-gcn-depth2": "--dataset cora --method gcn --depth 2 --seeds 10",
-    "cora-decoupled-gcn": "--dataset cora --backbone decoupled --method gcn --epochs 60 --seeds 4",
+    "cora-policy-gnn": "--dataset cora --seeds 10 --episodes 30 --seed-mode vmap",
+    "cora-random": "--dataset cora --method random --seeds 10 --episodes 30 --seed-mode vmap",
+    "cora-gcn-depth2": "--dataset cora --method gcn --depth 2 --seeds 10 --seed-mode vmap",
+    "cora-decoupled-gcn": (
+        "--dataset cora --backbone decoupled --method gcn --epochs 60 --seeds 4 --seed-mode vmap"
+    ),
     "cora-map-audit": "--dataset cora --seeds 3 --episodes 10 --seed-mode map --audit",
-    "csbm-subgraph": "--dataset csbm --engine subgraph --seeds 3 --episodes 6",
+    "csbm-subgraph": "--dataset csbm --engine subgraph --seeds 3 --episodes 6 --seed-mode vmap",
     "cora-plus": (
-        "--dataset cora --backbone decoupled --method policy-gnn-plus --epochs 40 --seeds 3"
+        "--dataset cora --backbone decoupled --method policy-gnn-plus --epochs 40 --seeds 3 "
+        "--seed-mode vmap"
     ),
 }
 VOLATILE = {"wall_time_s", "versions"}

@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         choices=runner.SEED_MODES,
         help="seeds batched, or one after another (bit-identical on any seed or device count; "
-        "faster on a CPU) (default: map on a CPU, vmap on an accelerator)",
+        "the cheaper MDP step on a CPU) (default: map on a CPU, vmap on an accelerator)",
     )
     where.add_argument("--devices", type=int, default=None, help="use at most N devices (all)")
     _add_output_flags(p)

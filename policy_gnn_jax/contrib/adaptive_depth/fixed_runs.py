@@ -3,7 +3,7 @@ the heterophily study start from, cached per split beside the study's other runs
 
 The splits not cached yet train each depth as one compiled program (`split_sweep.fit_splits`):
 under "map" each split's result equals its run alone bit for bit, so a cache means the same
-however it was made.
+however it was made, in the seed mode its tag names.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import split_sweep
-from policy_gnn_jax.runtime import outputs, records, study_files
+from policy_gnn_jax.runtime import outputs, records, runner, study_files
 
 
 def fixed_depths(
@@ -84,9 +84,10 @@ def fixed_depths_of_splits(
 
 
 def _fixed_tag(ds, cfg: config_lib.Config, seeds: int) -> str:
-    # The flags change the compiled kernels, so the bits: a cache says them, none included (one
-    # made before they were in the tag is of unknown flags, so not this run's).
+    # The flags and the seed mode change the bits: a cache says them (one that does not is of
+    # unknown flags, so not this run's).
     made = [dataclasses.asdict(cfg), seeds, ds.fingerprint(), {"xla_flags": records.xla_flags()}]
+    made += [{"seed_mode": runner.seed_mode_for(None)}]
     return json.dumps(made, sort_keys=True)
 
 

@@ -8,7 +8,7 @@ planted-depth benchmark and the headroom analysis.
   python experiments/reproduce.py planted --seeds 5 --episodes 200
   python experiments/reproduce.py headroom --datasets cora citeseer
 
-Every run is one seed sweep (vmapped; `--seed-mode map`: one seed after another) saved as
+Every run is one seed sweep (`--seed-mode`: batched or one seed after another) saved as
 <out>/<dataset>/<run>/results.json; a run whose saved config, seed count and seed mode match is
 reused, so an interrupted command resumes. Model selection
 is by validation only: the "best fixed depth" row picks the depth with the best mean validation
