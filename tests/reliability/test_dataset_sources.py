@@ -159,7 +159,6 @@ def test_a_folder_of_arrays_named_like_an_npz_file_runs(tmp_path):
     assert json.loads((tmp_path / "o" / "results.json").read_text())["dataset"] == "csbm"
 
 
-@pytest.mark.benchmark_data("texas")
 @pytest.mark.parametrize("extra", [[], ["--overwrite"], ["--splits", "0-1", "--overwrite"]])
 def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys, extra):
     """An input graph at DIR/dataset.npz is refused without advice to pass --overwrite, which would
@@ -167,7 +166,7 @@ def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys,
     out = tmp_path / "o"
     out.mkdir()
     graph = out / "dataset.npz"
-    graph.write_bytes((HETEROPHILY_DIR / "texas.npz").read_bytes())
+    _benchmark_file(graph, num_splits=2, n=300)
     before = graph.read_bytes()
     argv = ["--dataset", str(graph), "--method", "gcn", "--epochs", "2", "--seeds", "1",
             "--no-progress", "--out", str(out), *extra]  # fmt: skip
@@ -177,14 +176,13 @@ def test_an_input_graph_that_a_result_would_replace_is_refused(tmp_path, capsys,
     assert graph.read_bytes() == before
 
 
-@pytest.mark.benchmark_data("texas")
 def test_an_input_graph_reached_through_a_link_is_kept(tmp_path, capsys):
     """A link to <out>/dataset.npz is followed: without the check, --splits would delete the
     graph."""
     out = tmp_path / "o"
     out.mkdir()
     graph = out / "dataset.npz"
-    graph.write_bytes((HETEROPHILY_DIR / "texas.npz").read_bytes())
+    _benchmark_file(graph, num_splits=2, n=300)
     link = tmp_path / "g.npz"
     link.symlink_to(graph)
     argv = ["--dataset", str(link), "--method", "gcn", "--epochs", "2", "--seeds", "1",
