@@ -6,7 +6,7 @@ import pathlib
 import subprocess
 
 import pytest
-from conftest import TEXAS_GCN, dies_after_first_save
+from conftest import dies_after_first_save, split_graph_gcn
 from reliability_helpers import TINY_RUN, run_python, run_quick, toy_fits, toy_graph
 from test_processes import COMMAND, _flags, _launch
 
@@ -153,7 +153,6 @@ def test_a_refused_checkpoint_names_what_changed(checkpointed, small_dataset):
         pg.fit(small_dataset, other, seeds=2, progress=False, checkpoint_dir=folder)
 
 
-@pytest.mark.benchmark_data("texas")
 def test_a_sweeps_checkpoint_folder_is_recognised(tmp_path, capsys):
     """A sweep's checkpoint folder is recognised, not called one that "holds files that are not a
     policy-gnn checkpoint (split-0, split-1)"."""
@@ -163,7 +162,7 @@ def test_a_sweeps_checkpoint_folder_is_recognised(tmp_path, capsys):
     (ckpt / "split-0").mkdir(parents=True)
     (ckpt / "split-1").mkdir()
     argv = [
-        *TEXAS_GCN,
+        *split_graph_gcn(tmp_path),
         "--epochs",
         "2",
         "--out",

@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import TEXAS_GCN
+from conftest import split_graph_gcn
 from reliability_helpers import QUICK, ROOT
 
 from policy_gnn_jax import cli
@@ -170,7 +170,6 @@ def test_a_stopped_sweep_with_checkpoints_names_them(tmp_path):
     assert str(tmp_path / "ck" / "split-0") in line and "(chunk 2)" in line, line
 
 
-@pytest.mark.benchmark_data("texas")
 def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, monkeypatch):
     """Stopped after its first split, an --overwrite sweep leaves no old results.json beside a
     split-0 that holds the new run. (Splits run apart: a sweep run as one program saves its splits
@@ -178,7 +177,8 @@ def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, m
     from policy_gnn_jax import api, cli
 
     out = str(tmp_path / "sw")
-    assert cli.main([*TEXAS_GCN, "--epochs", "2", "--splits", "0-1", "--out", out]) == 0
+    gcn = split_graph_gcn(tmp_path)
+    assert cli.main([*gcn, "--epochs", "2", "--splits", "0-1", "--out", out]) == 0
     real_fit, calls = api.fit, []
 
     def stopped_on_the_second_split(*args, **kwargs):
@@ -188,7 +188,7 @@ def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, m
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(api, "fit", stopped_on_the_second_split)
-    again = [*TEXAS_GCN, "--epochs", "3", "--splits", "0-1", "--out", out, "--overwrite",
+    again = [*gcn, "--epochs", "3", "--splits", "0-1", "--out", out, "--overwrite",
              "--split-map", "apart"]  # fmt: skip
     assert cli.main(again) == 130
     assert not (tmp_path / "sw" / "results.json").exists()

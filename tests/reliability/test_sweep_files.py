@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import HETEROPHILY_DIR, TEXAS_GCN, need
+from conftest import HETEROPHILY_DIR, need, split_graph_gcn
 from reliability_helpers import texas_split_with_boundary
 from test_splits import _argv, _benchmark_file
 
@@ -80,21 +80,21 @@ def test_split_and_splits_together_are_refused_even_for_split_0(tmp_path, capsys
     assert "--split K for one split or --splits" in capsys.readouterr().err
 
 
-@pytest.mark.benchmark_data("texas")
 def test_a_damaged_split_says_what_to_do_and_overwrite_trains_it_again(tmp_path, capsys):
     """A damaged split says what to do, and --overwrite trains it again: not "... Save the fit
     again.", which a command-line user cannot do, with or without --overwrite."""
     from policy_gnn_jax import cli
 
     out = tmp_path / "sw"
-    assert cli.main([*TEXAS_GCN, "--epochs", "2", "--splits", "0-1", "--out", str(out)]) == 0
+    gcn = split_graph_gcn(tmp_path)
+    assert cli.main([*gcn, "--epochs", "2", "--splits", "0-1", "--out", str(out)]) == 0
     (out / "results.json").unlink()
     with open(out / "split-1" / "snapshots.npz", "ab") as f:
         f.write(b"x")
-    assert cli.main([*TEXAS_GCN, "--epochs", "2", "--splits", "0-1", "--out", str(out)]) == 2
+    assert cli.main([*gcn, "--epochs", "2", "--splits", "0-1", "--out", str(out)]) == 2
     last = _last_error(capsys)
     assert f"Delete {out / 'split-1'}, or pass --overwrite" in last
-    argv = [*TEXAS_GCN, "--epochs", "2", "--splits", "0-1", "--out", str(out), "--overwrite"]
+    argv = [*gcn, "--epochs", "2", "--splits", "0-1", "--out", str(out), "--overwrite"]
     assert cli.main(argv) == 0
     summary = json.loads((out / "results.json").read_text())
     assert summary["reused_splits"] == [0]
