@@ -145,7 +145,7 @@ def bench_dataset(name: str, args) -> None:
     floor = sum(parts.values())
     detail = ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts.items())
     print(f"[{name}] step / kernel floor = {steps['default'] / floor:.2f}x ({detail})")
-    SEED_ROWS.extend(bench_seeds(name, cfg, g, hops, default, epoch, steps["default"], args))
+    SEED_ROWS.extend(bench_seeds(name, cfg, g, hops, default, args))
     if args.seed_parts:
         SEED_ROWS.extend(seed_parts(name, cfg, g, hops, args))
     if not args.skip_backbones:
@@ -157,14 +157,18 @@ def bench_dataset(name: str, args) -> None:
 SEED_ROWS: list[dict] = []  # every dataset's seeds table, for --out
 
 
-def bench_seeds(name, cfg, g, hops, agent, epoch: float, step: float, args) -> list[dict]:
+def seed_counts(args) -> list[int]:
+    """1 and each S of `--seeds` above it."""
+    return [1, *(s for s in args.seeds if s > 1)]
+
+
+def bench_seeds(name, cfg, g, hops, agent, args) -> list[dict]:
     """The GCN epoch and the MDP step over S seeds (S = 1 and each of `--seeds`), batched and
     mapped. `throughput` is against a loop over single-seed runs of the same mode, `vs_best_loop`
     against a loop over the cheaper of the two single-seed runs: what running the seeds one
     command at a time would cost at best."""
-    del epoch, step  # measured again below, in both modes
     rows = []
-    for seeds in [1, *(s for s in args.seeds if s > 1)]:
+    for seeds in seed_counts(args):
         for mode in args.seed_modes:
             many = {"GCN epoch": epoch_time(cfg, g, seeds, args.repeats, mode=mode),
                     "MDP step": step_time(cfg, g, hops, agent, seeds, args.repeats, mode=mode)}
@@ -198,7 +202,7 @@ def seed_parts(name, cfg, g, hops, args) -> list[dict]:
         "MDP step": lambda d, r: loop.mdp_step(ctx, d, r),
     }
     rows, one = [], {}
-    for seeds in [1, *(s for s in args.seeds if s > 1)]:
+    for seeds in seed_counts(args):
         keys = runner.seed_keys(0, seeds)
         state = jax.jit(jax.vmap(functools.partial(loop.init, ctx), in_axes=(None, 0)))(data_, keys)
         episode = jax.jit(jax.vmap(functools.partial(loop.run_episode, ctx), in_axes=(None, 0)))

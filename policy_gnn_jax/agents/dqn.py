@@ -19,6 +19,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
 from policy_gnn_jax.agents import qnet, replay
+from policy_gnn_jax.metrics import mean_where
 from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
@@ -202,7 +203,7 @@ def _one_update(ctx: DQNContext, g, memory, policy: DQNPolicy, state: DQNState, 
     )
     ready = replay.can_sample(memory, cfg.batch_size)
     state = tree_select(ready, new, state)
-    return state, (jnp.where(ready, loss, 0.0), ready)
+    return state, (loss, ready)
 
 
 def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, g, transition,
@@ -216,7 +217,7 @@ def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, g
     )
     metrics = {
         # Mean over the updates that happened; 0 when none did (NaN stays NaN: divergence).
-        "td_loss": jnp.sum(losses) / jnp.maximum(updated.sum(), 1),
+        "td_loss": mean_where(losses, updated),
         "dqn_updates": updated.sum(),
         "epsilon": epsilon_schedule(ctx.config)(step),
         "agent_finite": all_finite(dqn_state.params),
