@@ -38,7 +38,6 @@ import optax
 from policy_gnn_jax import cli, data, fixed_depth, graph
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.agents import dqn, qnet
-from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones import gcn
 from policy_gnn_jax.mdp import env, loop, policy_gnn
 from policy_gnn_jax.runtime import outputs, runner
@@ -87,7 +86,7 @@ def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
     def gcn_grad(p, k):
         def loss(p):
             logits = model.apply(p, g, train=True, rngs={"dropout": k})[0, nodes]
-            return jnp.mean(backbone_lib.cross_entropy(logits, labels))
+            return jnp.mean(gcn.cross_entropy(logits, labels))
 
         return jax.grad(loss)(p)
 

@@ -18,7 +18,7 @@ import numpy as np
 from jax.experimental import sparse as jsparse
 
 from policy_gnn_jax import cli, data, graph
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 
 
 def _plain_propagate(g, h):

@@ -35,13 +35,13 @@ import optax
 from bench import median_s  # a sibling script: experiments/ is on the path when run
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import backbones, data, fixed_depth
+from policy_gnn_jax import backbones, data, fixed_depth, metrics
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
+from policy_gnn_jax.metrics import tree_select
 from policy_gnn_jax.runtime import outputs, records, runner, study_files
-from policy_gnn_jax.treeutil import tree_select
 
 REPEATS = 20  # timed calls per cost, after one to compile
 # The hyperparameters both forms share, recorded with the results.
@@ -106,7 +106,7 @@ def cached_epoch(cfg, optimizer, x_train, y_train, x_val, y_val, carry, _=None):
     grads = jax.grad(loss_fn)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    val = backbone_lib.accuracy(mlp_logits(params, x_val, cfg), y_val)
+    val = metrics.accuracy(mlp_logits(params, x_val, cfg), y_val)
     better = val > best_val  # ties keep the earliest, as the library's baseline
     best_params = tree_select(better, params, best_params)
     return (params, opt_state, key, jnp.maximum(val, best_val), best_params), None
@@ -121,7 +121,7 @@ def train_cached(cfg, num_classes: int, x_rows, labels, key):
     epoch = functools.partial(cached_epoch, cfg, optimizer, x_train, y_train, x_val, y_val)
     carry, _ = jax.lax.scan(epoch, carry, length=cfg.epochs)
     best_val, best_params = carry[3], carry[4]
-    return best_val, backbone_lib.accuracy(mlp_logits(best_params, x_test, cfg), y_test)
+    return best_val, metrics.accuracy(mlp_logits(best_params, x_test, cfg), y_test)
 
 
 def cached_sweep(cfg, x, g: graph_lib.Graph, keys):

@@ -12,7 +12,7 @@ Public API (README, "Use it on your own graph"; docs/usage.md):
     CheckpointError, ResourceError, DivergenceError   DivergenceError are ValueErrors)
 
 Layers (imports flow one way, left to right):
-  config, treeutil, data -> graph -> backbones, agents -> mdp, fixed_depth -> methods -> fits -> api
+  config, metrics, data -> graph -> backbones, agents -> mdp, fixed_depth -> methods -> fits -> api
   -> split_sweep (several splits as one program) -> cli
   runtime (the Trainer interface, the runner over seeds, checkpoints, records) sits under mdp
   and fixed_depth and knows none of them. contrib/ builds on all of it; the core never imports it.
@@ -57,8 +57,8 @@ _IMPORTING = threading.RLock()
 
 # The subpackages and modules, each an attribute on first use too (`pg.data.write_csbm`).
 _SUBMODULES = ("agents", "api", "backbones", "cli", "config", "contrib", "data", "fits",
-               "fixed_depth", "graph", "mdp", "methods", "metrics", "runtime", "split_sweep",
-               "treeutil")  # fmt: skip
+               "fixed_depth", "graph", "mdp", "methods", "metrics", "runtime",
+               "split_sweep")  # fmt: skip
 
 
 def __getattr__(name: str):

@@ -25,7 +25,7 @@ import numpy as np
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import custom_parts, data, fits, methods
 from policy_gnn_jax.agents.base import Agent
-from policy_gnn_jax.backbones.base import Backbone
+from policy_gnn_jax.backbones.gcn import Backbone
 from policy_gnn_jax.mdp import loop
 from policy_gnn_jax.runtime import (
     arguments,

@@ -14,7 +14,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import replay
 from policy_gnn_jax.mdp.loop import LOOP_METRICS
-from policy_gnn_jax.treeutil import shapes
+from policy_gnn_jax.metrics import shapes
 
 STEP = jax.ShapeDtypeStruct((), jnp.int32)
 

@@ -21,8 +21,8 @@ import numpy as np
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph, methods, metrics
 from policy_gnn_jax.agents.base import Agent
-from policy_gnn_jax.backbones import base as backbone_lib
-from policy_gnn_jax.backbones.base import Backbone
+from policy_gnn_jax.backbones import gcn as backbone_lib
+from policy_gnn_jax.backbones.gcn import Backbone
 from policy_gnn_jax.graph import host
 from policy_gnn_jax.mdp import host_prediction
 from policy_gnn_jax.runtime import arguments, compilation, outputs, saved_fit

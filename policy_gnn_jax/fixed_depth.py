@@ -19,9 +19,9 @@ from flax import struct
 from policy_gnn_jax import backbones, metrics
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
+from policy_gnn_jax.metrics import all_finite, tree_select
 from policy_gnn_jax.runtime.trainer import Trainer, epoch_trainer
-from policy_gnn_jax.treeutil import all_finite, tree_select
 
 
 @struct.dataclass

@@ -28,7 +28,7 @@ from policy_gnn_jax import backbones, data, fixed_depth
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents.base import Agent
-from policy_gnn_jax.backbones.base import Backbone
+from policy_gnn_jax.backbones.gcn import Backbone
 from policy_gnn_jax.graph import host, subgraph
 from policy_gnn_jax.mdp import policy_gnn
 from policy_gnn_jax.runtime import records

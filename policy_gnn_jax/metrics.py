@@ -1,6 +1,6 @@
-"""Scores of predictions that the loop can compute inside jit: accuracy, or ROC AUC for two-class
-graphs (`score` picks the graph's; validation rewards, model selection and the final test all
-use it).
+"""What the trainers measure and keep, inside jit: the score of predictions (accuracy, or ROC AUC
+for two-class graphs; `score` picks the graph's, and validation rewards, model selection and the
+final test all use it), whether a pytree stayed finite, and the better of two pytrees.
 
 Accuracy says little on a two-class graph whose classes are unbalanced (minesweeper: 20 % mines),
 where always guessing the larger class scores 0.8; the heterophilous benchmarks report ROC AUC
@@ -79,3 +79,25 @@ def score(logits: jax.Array, labels: jax.Array, metric: str) -> jax.Array:
         counted = jnp.ones(labels.shape, bool)
         return roc_auc(logits[:, 1] - logits[:, 0], labels == 1, counted)
     raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")
+
+
+def tree_select(cond: jax.Array, new, old):
+    """`new` where `cond`, else `old`, leaf by leaf (cond is a scalar or broadcasts).
+
+    Under vmap a `lax.cond` runs both branches anyway; a select keeps one code path.
+    """
+    return jax.tree.map(lambda a, b: jnp.where(cond, a, b), new, old)
+
+
+def all_finite(tree) -> jax.Array:
+    """[] bool: no NaN or inf in any floating-point leaf of `tree`."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    if not leaves:
+        return jnp.ones((), bool)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def shapes(tree) -> tuple:
+    """(structure, [(shape, dtype) per leaf]): equal for two trees of one kind."""
+    leaves, structure = jax.tree.flatten(tree)
+    return structure, [(tuple(x.shape), x.dtype) for x in leaves]

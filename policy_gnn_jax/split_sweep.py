@@ -28,9 +28,9 @@ import numpy as np
 
 from policy_gnn_jax import api, fits, methods
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.metrics import shapes
 from policy_gnn_jax.runtime import arguments, processes, runner
 from policy_gnn_jax.runtime.trainer import Trainer
-from policy_gnn_jax.treeutil import shapes
 
 SPLIT_MAPS = ("map", "vmap", "apart")
 

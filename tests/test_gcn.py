@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from policy_gnn_jax import graph
-from policy_gnn_jax.backbones import base as backbone_lib
 from policy_gnn_jax.backbones import gcn, readout
 
 
@@ -80,7 +79,7 @@ def test_gradients_match_numpy_finite_differences(small_dataset, small_graph, ke
 
     def jax_loss(p):
         z = model.apply(p, small_graph, train=False)[1]
-        return jnp.mean(backbone_lib.cross_entropy(z, small_graph.labels))
+        return jnp.mean(gcn.cross_entropy(z, small_graph.labels))
 
     grads = jax.grad(jax_loss)(params)["params"]
     p64 = jax.tree.map(lambda v: np.asarray(v, np.float64), params)
@@ -114,7 +113,7 @@ def test_paper_gcn_parameter_count(small_graph, key, min_depth):
 def test_select_depth_picks_each_nodes_depth():
     logits_all = jnp.arange(3 * 4 * 2, dtype=jnp.float32).reshape(3, 4, 2)
     depth = jnp.array([1, 3, 2, 3])
-    got = backbone_lib.select_depth(logits_all, depth)
+    got = gcn.select_depth(logits_all, depth)
     want = np.stack([logits_all[d - 1, i] for i, d in enumerate([1, 3, 2, 3])])
     np.testing.assert_array_equal(got, want)
 
@@ -141,7 +140,7 @@ def test_weight_decay_only_on_first_layer():
     params = {
         "params": {"w_1": jnp.ones((2, 2)), "w_2": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}
     }
-    tx = backbone_lib.make_optimizer(lr=0.1, weight_decay=0.5)
+    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
     zero_grads = jax.tree.map(jnp.zeros_like, params)
     updates, _ = tx.update(zero_grads, tx.init(params), params)
     assert np.all(np.asarray(updates["params"]["w_1"]) < 0)  # decay pulls w_1 towards 0
@@ -236,7 +235,7 @@ def test_paper_gcn_dropout_only_in_training(small_graph, key):
 def test_weight_decay_covers_depth_one_weights():
     """W_0 (depth 1) reads the features as W_1 does: both get the first layer's L2."""
     params = {"params": {"w_0": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}}
-    tx = backbone_lib.make_optimizer(lr=0.1, weight_decay=0.5)
+    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
     updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
     assert np.all(np.asarray(updates["params"]["w_0"]) < 0)
     np.testing.assert_array_equal(updates["params"]["w_out"], 0.0)

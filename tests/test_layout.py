@@ -13,7 +13,6 @@ PACKAGE = ROOT / "policy_gnn_jax"
 # Each part of the package and its layer: a part imports only parts of lower layers (and itself).
 LAYERS = {
     "config": 0,
-    "treeutil": 0,
     "metrics": 0,
     "data": 0,
     "graph": 1,

@@ -2,7 +2,8 @@
 
 The MDP loop (`mdp/loop.py`) reads as `act -> depths -> env.step -> learn -> keep_best` and only
 calls these functions, so a new RL algorithm is one new module returning an `Agent`; the loop does
-not change. `dqn.dqn_agent` is the paper's Double DQN; `random_agent` is the random-policy baseline.
+not change. `dqn.dqn_agent` is the paper's Double DQN; `random_policy.random_agent` is the
+random-policy baseline.
 
 Actions are indices 0..A-1 (depth = action + min_depth); `depths` returns depths.
 A *policy* is the frozen pytree that decides depths (for the DQN: Q-network parameters and the
@@ -12,14 +13,11 @@ snapshot and evaluates test nodes with it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-
-from policy_gnn_jax.metrics import mean_where
 
 AgentState = Any  # a pytree
 Policy = Any  # a pytree
@@ -56,61 +54,3 @@ class Agent(NamedTuple):
     learn: Callable[..., tuple[AgentState, dict]]
     num_actions: int
     summarise: Callable[[dict], dict] = mean_over_steps
-
-
-def learning_summary(metrics: dict) -> dict:
-    """The DQN's `learn` metrics per episode: the mean epsilon, the updates made, the mean TD
-    loss over the steps that made one, and whether the Q-network stayed finite."""
-    return {
-        "epsilon": jnp.mean(metrics["epsilon"], axis=0),
-        "dqn_updates": metrics["dqn_updates"].sum(0),
-        "td_loss": mean_where(metrics["td_loss"], metrics["dqn_updates"] > 0),
-        "agent_finite": jnp.all(metrics["agent_finite"]),
-    }
-
-
-def idle_metrics(epsilon: float) -> dict:
-    """The learn metrics of an agent that does not learn (`learning_summary` reads them)."""
-    return {
-        "td_loss": jnp.zeros((), jnp.float32),
-        "dqn_updates": jnp.zeros((), jnp.int32),
-        "epsilon": jnp.full((), epsilon, jnp.float32),
-        "agent_finite": jnp.ones((), bool),
-    }
-
-
-def _random_init(key, g):
-    del key, g
-    return (), ()
-
-
-def _random_act(num_actions: int, key, state, g, nodes, step):
-    del g, step
-    # The same draws as dqn.epsilon_greedy at epsilon 1 (explore, then a uniform action): the
-    # random policy is the DQN loop held at epsilon 1, without training a Q-network it ignores.
-    _, k_random = jax.random.split(key)
-    return state, (), jax.random.randint(k_random, nodes.shape, 0, num_actions)
-
-
-def _random_depths(min_depth: int, max_depth: int, key, policy, g, nodes):
-    del policy, g
-    return jax.random.randint(key, nodes.shape, min_depth, max_depth + 1)
-
-
-def _idle_learn(key, state, policy, g, transition, step):
-    del key, policy, g, transition, step
-    return state, idle_metrics(1.0)
-
-
-def random_agent(min_depth: int, max_depth: int) -> Agent:
-    """Uniformly random depths in training and at evaluation (docs/algorithm.md section 7)."""
-    min_depth, max_depth = int(min_depth), int(max_depth)  # a NumPy integer too
-    num_actions = max_depth - min_depth + 1
-    return Agent(
-        init=_random_init,
-        act=functools.partial(_random_act, num_actions),
-        depths=functools.partial(_random_depths, min_depth, max_depth),
-        learn=_idle_learn,
-        num_actions=num_actions,
-        summarise=learning_summary,
-    )

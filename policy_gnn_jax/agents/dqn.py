@@ -19,8 +19,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
 from policy_gnn_jax.agents import qnet, replay
-from policy_gnn_jax.metrics import mean_where
-from policy_gnn_jax.treeutil import all_finite, tree_select
+from policy_gnn_jax.metrics import all_finite, mean_where, tree_select
 
 
 class DQNState(train_state.TrainState):
@@ -225,6 +224,17 @@ def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, g
     return state.replace(dqn=dqn_state, replay=memory), metrics
 
 
+def learning_summary(metrics: dict) -> dict:
+    """The DQN's `learn` metrics per episode: the mean epsilon, the updates made, the mean TD
+    loss over the steps that made one, and whether the Q-network stayed finite."""
+    return {
+        "epsilon": jnp.mean(metrics["epsilon"], axis=0),
+        "dqn_updates": metrics["dqn_updates"].sum(0),
+        "td_loss": mean_where(metrics["td_loss"], metrics["dqn_updates"] > 0),
+        "agent_finite": jnp.all(metrics["agent_finite"]),
+    }
+
+
 def default_formulation(config: config_lib.Config, g: graph_lib.Graph) -> tuple[bool, bool]:
     """(sparse_states, sparse_statistics): the cheaper formulation for this graph's features.
 
@@ -274,5 +284,5 @@ def dqn_agent(
         depths=functools.partial(agent_depths, ctx),
         learn=functools.partial(agent_learn, ctx),
         num_actions=config.num_actions,
-        summarise=agent_lib.learning_summary,
+        summarise=learning_summary,
     )

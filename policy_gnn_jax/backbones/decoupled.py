@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import jraph
 
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 
 
 def propagate_depths(g: graph_lib.Graph, z0: jax.Array, alpha: float, min_depth: int, max_depth):

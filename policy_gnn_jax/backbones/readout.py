@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import jraph
 
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import base
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph.graph import dropped_feature_matmul, propagate
 
 
@@ -63,8 +63,10 @@ def make_readout_gcn(config, g: graph_lib.Graph, max_depth: int) -> ReadoutGCN:
     )
 
 
-def gcn_readout_backbone(config, g: graph_lib.Graph, max_depth: int | None = None) -> base.Backbone:
+def gcn_readout_backbone(
+    config, g: graph_lib.Graph, max_depth: int | None = None
+) -> backbone_lib.Backbone:
     """The legacy readout GCN a config describes: depths 1..max_depth."""
     model = make_readout_gcn(config, g, max_depth=max_depth or config.max_depth)
-    optimizer = base.make_optimizer(config.gcn_lr, config.weight_decay)
-    return base.flax_backbone(model, optimizer, 1, model.max_depth)
+    optimizer = backbone_lib.make_optimizer(config.gcn_lr, config.weight_decay)
+    return backbone_lib.flax_backbone(model, optimizer, 1, model.max_depth)

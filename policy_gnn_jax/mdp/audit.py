@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.runtime import records
 
 

@@ -22,9 +22,9 @@ from flax import struct
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax import metrics
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.mdp import action_buffers
-from policy_gnn_jax.treeutil import all_finite
+from policy_gnn_jax.metrics import all_finite
 
 
 @struct.dataclass

@@ -19,7 +19,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph import host, subgraph
 
 

@@ -24,11 +24,10 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import metrics
 from policy_gnn_jax.agents import base as agent_lib
 from policy_gnn_jax.agents import replay
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.mdp import audit as audit_lib
 from policy_gnn_jax.mdp import env
-from policy_gnn_jax.metrics import mean_where
-from policy_gnn_jax.treeutil import tree_select
+from policy_gnn_jax.metrics import mean_where, tree_select
 
 
 @struct.dataclass

@@ -12,8 +12,8 @@ from policy_gnn_jax import backbones
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
-from policy_gnn_jax.agents import dqn
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.agents import dqn, random_policy
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import audit as audit_lib
 from policy_gnn_jax.mdp import env, loop, subgraph_engine
@@ -24,7 +24,7 @@ from policy_gnn_jax.runtime.trainer import Trainer
 def make_agent(config: config_lib.Config, g: graph_lib.Graph) -> agent_lib.Agent:
     """The config's agent: the random policy or the DQN."""
     if config.random_policy:
-        return agent_lib.random_agent(config.min_depth, config.max_depth)
+        return random_policy.random_agent(config.min_depth, config.max_depth)
     return dqn.dqn_agent(config, g)
 
 

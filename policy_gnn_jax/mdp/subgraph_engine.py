@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import action_buffers, env
 

@@ -29,11 +29,11 @@ from flax import struct
 from policy_gnn_jax import backbones, data, methods, metrics
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import base as backbone_lib
+from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.contrib.adaptive_depth import bandit, headroom
+from policy_gnn_jax.metrics import all_finite, tree_select
 from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import epoch_trainer
-from policy_gnn_jax.treeutil import all_finite, tree_select
 
 EPSILON = 0.1  # exploration of the "policy" training depths after the warm-up
 
