@@ -74,9 +74,7 @@ def test_a_damaged_checkpoint_is_named_with_the_fix(finished, small_dataset, tmp
     damaged = tmp_path / "damaged"
     subprocess.run(["cp", "-r", str(folder), str(damaged)], check=True)
     latest = max(int(p.name) for p in damaged.iterdir() if p.name.isdigit())
-    for path in (damaged / str(latest) / "run").rglob("*"):
-        if path.is_file():
-            path.write_bytes(b"garbage")
+    (damaged / str(latest) / "run.npz").write_bytes(b"garbage")
     with pytest.raises(pg.CheckpointError, match=r"could not be read.*Delete that step"):
         pg.fit(small_dataset, config, seeds=2, progress=False, checkpoint_dir=damaged)
     # The advice holds: without the damaged step the run resumes from the one before it and
@@ -89,8 +87,7 @@ def test_a_damaged_checkpoint_is_named_with_the_fix(finished, small_dataset, tmp
 
 def test_a_checkpoint_of_another_state_layout_is_a_short_clear_error(tmp_path):
     """A checkpoint written before the state gained a field (the kept validation logits) cannot be
-    resumed. The error says why, in short, not with orbax's list of every saved key (about 9 000
-    characters for a small run)."""
+    resumed. The error says why, in short, not with a list of every saved array."""
     saved = {"params": {f"w_{i}": np.zeros((4, 4), np.float32) for i in range(40)}}
     metrics = {"val_accuracy": np.zeros((1, 2), np.float32)}
     checkpoint.Checkpointer(tmp_path / "c", "run").save(1, 2, saved, metrics)

@@ -3,7 +3,7 @@
 - `trainer.py`: the `Trainer` interface (init, train_chunk, evaluate, selected) every method fills;
 - `runner.py`: seeds vmapped, mapped or sharded, in exact chunks, with the memory check, the
   divergence check and checkpoints;
-- `checkpoint.py`: orbax checkpoints and atomic file writes;
+- `checkpoint.py`: checkpoints (one `.npz` and one JSON file per step);
 - `records.py`: the results record (`results.json`) and its one-line summary.
 
 Nothing here knows a backbone, an agent or the MDP: they reach it only through `Trainer`.

@@ -1,20 +1,24 @@
-"""Checkpoints: the whole vmapped training state and the metrics so far, saved every few chunks
-(`step_store`: orbax-checkpoint, which commits each step atomically as a renamed folder), so a
-killed run resumes where it stopped and ends bit-identical to an uninterrupted one. Each
+"""Checkpoints: the whole vmapped training state and the metrics so far, saved every few chunks,
+so a killed run resumes where it stopped and ends bit-identical to an uninterrupted one. Each
 checkpoint carries the run's fingerprint: another run's is refused, never resumed.
+
+Step `K` (K chunks done) is the folder `K` holding `run.npz` (the state's and metrics' leaves in
+tree order) and `meta.json`. It is written as `K.partial-<pid>` and renamed when whole, so a
+folder named by a number is always complete; the two newest are kept (a crash can cut the last
+write short). Each process of a run over several keeps its own seeds in its own folder.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
-import re
+import shutil
 import time
 
 import jax
 import numpy as np
 
-from policy_gnn_jax.runtime import processes, step_store
 from policy_gnn_jax.runtime.outputs import (
     LOCK_NAME,
     CheckpointError,
@@ -85,10 +89,6 @@ class Checkpointer:
         try:
             _check_is_checkpoint_folder(self.directory)
             check_writable_dir(self.directory, "checkpoint folder")
-            # One process: orbax; each process of several: its own files (step_store.py).
-            several = processes.count() > 1
-            store = step_store.FileSteps if several else step_store.OrbaxSteps
-            self._manager = store(self.directory)
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -100,12 +100,12 @@ class Checkpointer:
           state_like: a tree of arrays or ShapeDtypeStructs with the state's structure.
           metrics_like_fn: units_done -> a tree of ShapeDtypeStructs of the metrics so far.
         """
-        step = self._manager.latest_step()
+        step = self.latest()
         if step is None:
             return None
         try:
-            meta = self._manager.read_meta(step)
-        except Exception as err:  # orbax raises many types for a damaged folder
+            meta = json.loads((self.directory / str(step) / "meta.json").read_text())
+        except (OSError, ValueError) as err:
             raise self._corrupt(step, err) from None
         if meta.get("fingerprint") != self.fingerprint:
             changed = _changes(meta.get("identity"), self.identity)
@@ -118,8 +118,8 @@ class Checkpointer:
             "metrics": metrics_like_fn(meta["units_done"]),
         }
         try:
-            restored = self._manager.read_run(step, target)
-        except Exception as err:  # orbax raises many types for a damaged folder
+            restored = _read_arrays(self.directory / str(step) / "run.npz", target)
+        except Exception as err:  # truncated or damaged: zip, npy and key errors alike
             raise self._corrupt(step, err) from None
         state = data_to_keys(restored["state"], state_like)
         metrics = jax.tree.map(np.asarray, restored["metrics"])
@@ -141,20 +141,13 @@ class Checkpointer:
         }
 
     def _corrupt(self, step, err) -> CheckpointError:
-        detail = " ".join(str(err).split())  # one line: orbax and tensorstore span many
-        if "opology mismatch" in detail or "device mesh" in detail.lower():
-            return CheckpointError(
-                f"the checkpoint {self.directory}/{step} was written with another set of devices "
-                f"than this process has: resume it with the same devices (the same --devices and "
-                f"XLA_FLAGS as the run that wrote it); the checkpoints themselves are intact."
-            )
-        if "Structure mismatch" in detail or "not found in" in detail:
-            # orbax lists every saved key here: thousands of characters that hide the reason.
+        if isinstance(err, _OtherStateError):
             reason = (
                 "its state has other fields or shapes: another version of policy-gnn-jax, or "
                 "another backbone or agent of your own, wrote it"
             )
         else:
+            detail = " ".join(str(err).split())
             reason = f"{type(err).__name__}: {detail[:300]}{'...' if len(detail) > 300 else ''}"
         return CheckpointError(
             f"the checkpoint {self.directory}/{step} could not be read ({reason}). Delete that "
@@ -176,27 +169,56 @@ class Checkpointer:
 
     def _write(self, step: int, run, meta: dict) -> None:
         """Writes one step; one that fails (a full disk, a quota) is one CheckpointError."""
+        partial = self.directory / f"{step}.partial-{os.getpid()}"
         try:
-            self._manager.write(step, run, meta)
-        except Exception as err:  # OSError, and orbax's ValueErrors for the same
-            # The OS's reason ("No space left on device"), which orbax's long message holds.
-            found = re.search(r"([A-Za-z][^:\[\]]*?)\s*\[os_error_code", str(err))
-            detail = err.strerror if isinstance(err, OSError) and err.strerror else err
-            detail = found.group(1).strip() if found else " ".join(str(detail).split())[:200]
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            with open(partial / "run.npz", "wb") as f:
+                np.savez(f, *[np.asarray(x) for x in jax.tree.leaves(run)])
+                f.flush()
+                os.fsync(f.fileno())
+            (partial / "meta.json").write_text(json.dumps(meta))
+            final = self.directory / str(step)
+            if final.exists():  # the same step again (a rerun of a finished chunk): replaced
+                shutil.rmtree(final)
+            os.replace(partial, final)
+        except OSError as err:
+            shutil.rmtree(partial, ignore_errors=True)
             raise CheckpointError(
-                f"cannot write the checkpoint in {self.directory} ({detail}): free some space or "
-                f"choose another checkpoint folder; the earlier checkpoints are kept."
+                f"cannot write the checkpoint in {self.directory} ({err.strerror or err}): free "
+                f"some space or choose another checkpoint folder; the earlier checkpoints are kept."
             ) from None
+        for old in self._steps()[:-KEEP]:
+            shutil.rmtree(self.directory / str(old), ignore_errors=True)
+
+    def _steps(self) -> list[int]:
+        return sorted(int(p.name) for p in self.directory.iterdir() if p.name.isdigit())
 
     def latest(self) -> int | None:
         """The chunk count of the newest checkpoint saved, or None."""
-        return self._manager.latest_step()
+        steps = self._steps() if self.directory.is_dir() else []
+        return steps[-1] if steps else None
 
     def close(self) -> None:
-        try:
-            self._manager.close()
-        finally:
-            self._lock.__exit__(None, None, None)
+        self._lock.__exit__(None, None, None)
+
+
+KEEP = 2  # the newest steps kept: the last one may be cut short by a crash
+
+
+class _OtherStateError(ValueError):
+    """A checkpoint's arrays are not this run's state (other fields or shapes)."""
+
+
+def _read_arrays(path: pathlib.Path, target):
+    """The tree `target` (of ShapeDtypeStructs) with the arrays of `path`, checked against it."""
+    leaves, treedef = jax.tree.flatten(target)
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = [stored[f"arr_{i}"] for i in range(len(stored.files))]
+    want = [(tuple(x.shape), np.dtype(x.dtype)) for x in leaves]
+    if [(a.shape, a.dtype) for a in arrays] != want:
+        raise _OtherStateError()
+    return jax.tree.unflatten(treedef, arrays)
 
 
 def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
@@ -215,8 +237,15 @@ def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
             f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): resume it with "
             f"--splits, or pass {directory}/{foreign[0]} for that split alone."
         )
+    listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+    # orbax-checkpoint's step folders (policy-gnn-jax 0.2): refused, not taken for foreign files.
+    if any((directory / name / "_CHECKPOINT_METADATA").exists() for name in foreign):
+        raise CheckpointError(
+            f"the checkpoint folder {directory} holds checkpoints in another version's format "
+            f"({listed}; policy-gnn-jax 0.2 wrote them with orbax): finish that run with the "
+            f"version that started it, or delete the folder to start it again."
+        )
     if foreign:
-        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise CheckpointError(
             f"the checkpoint folder {directory} holds files that are not a policy-gnn checkpoint "
             f"({listed}): pass a new or empty folder for the checkpoints (--checkpoint-dir, "

@@ -249,13 +249,10 @@ def holds_result(folder: pathlib.Path) -> str | None:
 
 
 def is_checkpoint_step(path: pathlib.Path) -> bool:
-    """A step a checkpointer wrote (`runtime/step_store.py`), or one it was writing."""
+    """A step a checkpointer wrote (`runtime/checkpoint.py`), or one it was writing."""
     if not path.is_dir():
         return False
-    if ".orbax-checkpoint-tmp" in path.name or ".partial-" in path.name:
-        return True
-    markers = ("_CHECKPOINT_METADATA", "commit_success.txt", "meta.json")
-    return path.name.isdigit() and any((path / m).exists() for m in markers)
+    return ".partial-" in path.name or (path.name.isdigit() and (path / "meta.json").exists())
 
 
 def check_no_result(folder, overwrite: bool, how: str) -> None:

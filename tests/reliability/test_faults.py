@@ -73,8 +73,7 @@ def test_a_full_disk_is_one_of_the_librarys_errors_naming_the_file(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE")
 def test_a_checkpoint_on_a_full_disk_is_one_checkpoint_error(tmp_path):
-    """orbax's own threads may print their failures first (docs/reliability.md, out of scope);
-    the run's error is one CheckpointError naming the folder and the reason."""
+    """One CheckpointError naming the folder and the reason."""
     done = subprocess.run(
         [sys.executable, "-c", FULL_DISK_CHECKPOINT, str(tmp_path / "ck")],
         capture_output=True,
