@@ -345,9 +345,8 @@ def _prepare_checkpoints(tmp: pathlib.Path) -> None:
     subprocess.run([*cli, *CSBM, *QUICK, "--checkpoint-dir", str(other), "--out",
                     str(tmp / "ckpt_out")], check=True, capture_output=True)  # fmt: skip
     shutil.copytree(other, damaged)
-    for path in damaged.rglob("*"):
-        if path.is_file() and "run" in path.parts:
-            path.write_bytes(b"garbage")
+    for path in damaged.rglob("run.npz"):
+        path.write_bytes(b"garbage")
 
 
 def expand(command: list[str], paths: dict[str, str]) -> list[str]:
