@@ -98,3 +98,64 @@ def test_a_checkpoint_of_another_state_layout_is_a_short_clear_error(tmp_path):
     message = str(err.value)
     assert "another version" in message and "Delete" in message
     assert len(message) < 800, len(message)
+
+
+def _metrics_like(units):
+    return {"m": np.zeros((1, units))}
+
+
+def _saved_steps(folder, steps=(1, 2, 3)):
+    ck = checkpoint.Checkpointer(folder, "run")
+    for step in steps:
+        ck.save(step, step, {"w": np.full((3,), step, np.float32)}, {"m": np.zeros((1, step))})
+    ck.close()
+
+
+def test_a_kill_while_an_old_step_is_deleted_leaves_the_folder_resumable(tmp_path, monkeypatch):
+    """The third save deletes the first step; a kill halfway through that deletion (its
+    meta.json gone, its run.npz not yet) must not leave a half step that makes the next run
+    refuse the folder with its two good checkpoints."""
+    _saved_steps(tmp_path / "c", steps=(1, 2))
+
+    rmtree = checkpoint.shutil.rmtree
+
+    def killed_midway(path, ignore_errors=False):
+        if not pathlib.Path(path).name.startswith("1"):  # not the old step: as usual
+            return rmtree(path, ignore_errors=ignore_errors)
+        (pathlib.Path(path) / "meta.json").unlink()
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", killed_midway)
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    with pytest.raises(SystemExit):
+        ck.save(3, 3, {"w": np.full((3,), 3, np.float32)}, {"m": np.zeros((1, 3))})
+    ck.close()
+    monkeypatch.undo()
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    chunks, _, state, _ = ck.restore({"w": np.zeros((3,), np.float32)}, _metrics_like)
+    ck.close()
+    assert chunks == 3 and state["w"].tolist() == [3.0, 3.0, 3.0]
+    assert sorted(p.name for p in (tmp_path / "c").iterdir() if p.is_dir()) == ["2", "3"]
+
+
+@pytest.mark.parametrize("meta", ["[]", "null", '{"fingerprint": "run"}'])
+def test_a_meta_file_that_is_not_a_checkpoints_is_one_error(tmp_path, meta):
+    _saved_steps(tmp_path / "c", steps=(1,))
+    (tmp_path / "c" / "1" / "meta.json").write_text(meta)
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    with pytest.raises(pg.CheckpointError, match="could not be read"):
+        ck.restore({"w": np.zeros((3,), np.float32)}, _metrics_like)
+    ck.close()
+
+
+def test_arrays_are_matched_by_their_place_in_the_state_not_their_order(tmp_path):
+    """Two fields of one shape renamed between versions are refused, not resumed swapped."""
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    ck.save(1, 1, {"a": np.zeros(2, np.float32), "b": np.ones(2, np.float32)}, {})
+    ck.close()
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    like = {"b": np.zeros(2, np.float32), "c": np.zeros(2, np.float32)}
+    with pytest.raises(pg.CheckpointError, match="another version"):
+        ck.restore(like, lambda u: {})
+    ck.close()
+

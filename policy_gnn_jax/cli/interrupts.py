@@ -36,7 +36,9 @@ def interrupted_line(args, out: pathlib.Path | None, before=None) -> str:
     if args.splits is not None:  # each split checkpoints in a folder of its own
         started = sorted(folder.glob("split-*"), key=lambda p: p.stat().st_mtime)
         folder = started[-1] if started else folder
-    steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit()]
+    # A run over several processes checkpoints each in its own `process-I-of-N` inside.
+    steps = [int(p.name) for p in [*folder.glob("*"), *folder.glob("process-*-of-*/*")]
+             if p.name.isascii() and p.name.isdigit()]  # fmt: skip
     if not steps:
         return f"interrupted before the first checkpoint in {folder}; nothing to resume from."
     return (

@@ -1,15 +1,14 @@
 """Run configuration: one frozen dataclass, validated at construction, with named presets.
 
 Every value that sets an array shape is a Python int here, so `make_*` factories can close over
-the config and jit compiles once per config. `SECTIONS` groups the fields by what they configure;
-`checks.py` validates a config, `overrides.py` reads values from text (`--set`, `--depths`).
+the config and jit compiles once per config. `checks.py` validates a config, `presets.py` holds
+what the presets start from and `SECTIONS` (the fields by what they configure), `overrides.py`
+reads values from text (`--set`, `--depths`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
 
 import numpy as np
 
@@ -24,8 +23,11 @@ from policy_gnn_jax.config.checks import (
     PLUS_TRAIN_DEPTHS,
     TRANSITIONS,
     ConfigError,
+    checked_init,
+    keywords_only,
     validate,
 )
+from policy_gnn_jax.config.presets import DECOUPLED_DEFAULTS, DECOUPLED_TUNED, SECTIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +152,7 @@ class Config:
     @classmethod
     def paper(cls, *positional, **overrides) -> Config:
         """The paper's defaults: depths 2..5, 1000 episodes of 10 steps."""
-        _keywords_only(positional)
+        keywords_only(positional)
         return cls(**overrides)
 
     @classmethod
@@ -168,7 +170,7 @@ class Config:
     @classmethod
     def tiny(cls, *positional, **overrides) -> Config:
         """Small and fast, for tests and smoke runs."""
-        _keywords_only(positional)
+        keywords_only(positional)
         base = dict(
             min_depth=1,
             max_depth=3,
@@ -187,70 +189,7 @@ class Config:
         return cls(**base)
 
 
-def _keywords_only(positional: tuple) -> None:
-    if positional:
-        raise ConfigError(
-            f"Config takes keyword arguments only (e.g. Config.tiny(hidden=32)), got "
-            f"{len(positional)} positional: {positional[0]!r}."
-        )
-
-
-_dataclass_init = Config.__init__
-
-
-@functools.wraps(_dataclass_init)
-def _checked_init(self, *positional, **fields):
-    """The dataclass's __init__, with a misspelt field a ConfigError naming the near ones (as
-    `--set` does), not Python's TypeError."""
-    _keywords_only(positional)
-    for name in fields:
-        if name not in _FIELD_NAMES:
-            close = difflib.get_close_matches(name, _FIELD_NAMES, n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ConfigError(f"Config has no field {name!r}.{hint}")
-    _dataclass_init(self, **fields)
-
-
-_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
-Config.__init__ = _checked_init
-
-
-# What `Config.decoupled` changes from the paper's defaults; `--backbone decoupled` starts here.
-DECOUPLED_DEFAULTS = dict(
-    backbone="decoupled",
-    hidden=64,
-    dropout=0.5,
-    input_dropout=0.5,
-    weight_decay=5e-3,
-    teleport=0.1,
-    min_depth=0,
-    max_depth=16,
-    depth=10,
-    epochs=200,
-)
-
-# Chosen on each dataset's validation accuracy by experiments/tune_decoupled.py (10 seeds at
-# depth 10; docs/results/decoupled_tuning.json). Other datasets get DECOUPLED_DEFAULTS.
-DECOUPLED_TUNED: dict[str, dict] = {
-    "cora": dict(dropout=0.8, input_dropout=0.8, weight_decay=5e-3, epochs=500),
-    "citeseer": dict(dropout=0.5, input_dropout=0.5, weight_decay=5e-3, epochs=500),
-}
-
-
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "backbone": ("backbone", "hidden", "dropout", "input_dropout", "gcn_lr", "weight_decay",
-                 "teleport", "ego_head", "layer_norm"),
-    "mdp": ("min_depth", "max_depth", "num_episodes", "steps_per_episode", "num_walkers",
-            "buffer_size", "transition", "reward_scale", "reward_window", "normaliser_window"),
-    "agent": ("q_hidden", "q_lr", "gamma", "replay_capacity", "batch_size", "target_period",
-              "dqn_updates_per_step", "eps_start", "eps_end", "eps_every",
-              "eps_horizon_fraction", "random_policy"),
-    "fixed_depth": ("depth", "epochs"),
-    "engine": ("engine", "subgraph_nodes", "subgraph_edges", "fanouts"),
-    "run": ("episodes_per_call", "audit", "reproducible", "matmul_precision"),
-    "policy_gnn_plus": ("plus_train_depths", "plus_warmup_fraction", "plus_signals",
-                        "plus_reward", "plus_policy_fraction", "plus_lr", "plus_l2"),
-}  # fmt: skip
+Config.__init__ = checked_init(Config.__init__, tuple(f.name for f in dataclasses.fields(Config)))
 
 
 from policy_gnn_jax.config.overrides import parse_depths, parse_overrides  # noqa: E402

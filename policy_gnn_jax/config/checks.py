@@ -4,6 +4,8 @@ other. A value out of range is a `ConfigError` naming the field and the fix."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import math
 
 TRANSITIONS = ("labelled", "walk")
@@ -234,3 +236,28 @@ def _validate_mdp_and_agent(c) -> None:
 
 
 # Every field by what it configures: `--help`, `--show-config` and docs/usage.md list them so.
+
+
+def keywords_only(positional: tuple) -> None:
+    if positional:
+        raise ConfigError(
+            f"Config takes keyword arguments only (e.g. Config.tiny(hidden=32)), got "
+            f"{len(positional)} positional: {positional[0]!r}."
+        )
+
+
+def checked_init(dataclass_init, field_names: tuple[str, ...]):
+    """The dataclass's __init__, with a misspelt field a ConfigError naming the near ones (as
+    `--set` does), not Python's TypeError."""
+
+    @functools.wraps(dataclass_init)
+    def init(self, *positional, **fields):
+        keywords_only(positional)
+        for name in fields:
+            if name not in field_names:
+                close = difflib.get_close_matches(name, field_names, n=3)
+                hint = f" Did you mean {', '.join(close)}?" if close else ""
+                raise ConfigError(f"Config has no field {name!r}.{hint}")
+        dataclass_init(self, **fields)
+
+    return init

@@ -89,6 +89,8 @@ class Checkpointer:
         try:
             _check_is_checkpoint_folder(self.directory)
             check_writable_dir(self.directory, "checkpoint folder")
+            for left in self.directory.glob("*.partial-*"):  # a killed save's: never resumed
+                shutil.rmtree(left, ignore_errors=True)
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -105,6 +107,8 @@ class Checkpointer:
             return None
         try:
             meta = json.loads((self.directory / str(step) / "meta.json").read_text())
+            if not isinstance(meta, dict) or not {"chunks_done", "units_done"} <= set(meta):
+                raise ValueError("meta.json is not a checkpoint's")
         except (OSError, ValueError) as err:
             raise self._corrupt(step, err) from None
         if meta.get("fingerprint") != self.fingerprint:
@@ -173,15 +177,19 @@ class Checkpointer:
         try:
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir()
+            named = jax.tree_util.tree_flatten_with_path(run)[0]
+            arrays = {jax.tree_util.keystr(path): np.asarray(x) for path, x in named}
             with open(partial / "run.npz", "wb") as f:
-                np.savez(f, *[np.asarray(x) for x in jax.tree.leaves(run)])
-                f.flush()
-                os.fsync(f.fileno())
-            (partial / "meta.json").write_text(json.dumps(meta))
+                np.savez(f, **arrays)
+                _flush(f)
+            with open(partial / "meta.json", "w") as f:
+                json.dump(meta, f)
+                _flush(f)
             final = self.directory / str(step)
-            if final.exists():  # the same step again (a rerun of a finished chunk): replaced
-                shutil.rmtree(final)
+            if final.exists():  # the same step again: set aside first, never half deleted
+                _discard(final)
             os.replace(partial, final)
+            _sync_folder(self.directory)
         except OSError as err:
             shutil.rmtree(partial, ignore_errors=True)
             raise CheckpointError(
@@ -189,10 +197,11 @@ class Checkpointer:
                 f"some space or choose another checkpoint folder; the earlier checkpoints are kept."
             ) from None
         for old in self._steps()[:-KEEP]:
-            shutil.rmtree(self.directory / str(old), ignore_errors=True)
+            _discard(self.directory / str(old))
 
     def _steps(self) -> list[int]:
-        return sorted(int(p.name) for p in self.directory.iterdir() if p.name.isdigit())
+        return sorted(int(p.name) for p in self.directory.iterdir() if p.name.isascii()
+                      and p.name.isdigit())  # fmt: skip
 
     def latest(self) -> int | None:
         """The chunk count of the newest checkpoint saved, or None."""
@@ -211,14 +220,40 @@ class _OtherStateError(ValueError):
 
 
 def _read_arrays(path: pathlib.Path, target):
-    """The tree `target` (of ShapeDtypeStructs) with the arrays of `path`, checked against it."""
-    leaves, treedef = jax.tree.flatten(target)
+    """The tree `target` (of ShapeDtypeStructs) with the arrays of `path`, checked against it
+    by each leaf's path in the tree, shape and dtype."""
+    named, treedef = jax.tree_util.tree_flatten_with_path(target)
     with np.load(path, allow_pickle=False) as stored:
-        arrays = [stored[f"arr_{i}"] for i in range(len(stored.files))]
-    want = [(tuple(x.shape), np.dtype(x.dtype)) for x in leaves]
-    if [(a.shape, a.dtype) for a in arrays] != want:
+        arrays = {name: stored[name] for name in stored.files}
+    want = {jax.tree_util.keystr(p): (tuple(x.shape), np.dtype(x.dtype)) for p, x in named}
+    if {name: (a.shape, a.dtype) for name, a in arrays.items()} != want:
         raise _OtherStateError()
-    return jax.tree.unflatten(treedef, arrays)
+    return jax.tree.unflatten(treedef, [arrays[jax.tree_util.keystr(p)] for p, _ in named])
+
+
+def _flush(f) -> None:
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _discard(step: pathlib.Path) -> None:
+    """Deletes a step folder after renaming it to a name no reader takes for a step, so a kill
+    midway leaves no half-deleted step that a later run would refuse the folder over."""
+    gone = step.with_name(f"{step.name}.partial-{os.getpid()}-old")
+    try:
+        os.replace(step, gone)
+    except OSError:
+        return  # kept: an old step left over costs room, not a result
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+def _sync_folder(folder: pathlib.Path) -> None:
+    """Flushes a folder's entries (a rename within it) to disk."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
@@ -226,6 +261,13 @@ def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
     checkpoint: refused without touching it (and without telling anyone to delete it)."""
     if not directory.is_dir():
         return
+    orbax = sorted(p.parent.name for p in directory.glob("*/_CHECKPOINT_METADATA"))
+    if orbax:
+        raise CheckpointError(
+            f"the checkpoint folder {directory} holds checkpoints in another version's format "
+            f"({', '.join(orbax[:3])}; policy-gnn-jax 0.2 wrote them with orbax): finish that "
+            f"run with the version that started it, or delete the folder to start it again."
+        )
     foreign = sorted(
         p.name
         for p in directory.iterdir()
@@ -237,15 +279,8 @@ def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
             f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): resume it with "
             f"--splits, or pass {directory}/{foreign[0]} for that split alone."
         )
-    listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-    # orbax-checkpoint's step folders (policy-gnn-jax 0.2): refused, not taken for foreign files.
-    if any((directory / name / "_CHECKPOINT_METADATA").exists() for name in foreign):
-        raise CheckpointError(
-            f"the checkpoint folder {directory} holds checkpoints in another version's format "
-            f"({listed}; policy-gnn-jax 0.2 wrote them with orbax): finish that run with the "
-            f"version that started it, or delete the folder to start it again."
-        )
     if foreign:
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise CheckpointError(
             f"the checkpoint folder {directory} holds files that are not a policy-gnn checkpoint "
             f"({listed}): pass a new or empty folder for the checkpoints (--checkpoint-dir, "

@@ -249,10 +249,14 @@ def holds_result(folder: pathlib.Path) -> str | None:
 
 
 def is_checkpoint_step(path: pathlib.Path) -> bool:
-    """A step a checkpointer wrote (`runtime/checkpoint.py`), or one it was writing."""
+    """A step a checkpointer wrote (`runtime/checkpoint.py`; `_CHECKPOINT_METADATA`: in 0.2's
+    orbax format), or one it was writing."""
     if not path.is_dir():
         return False
-    return ".partial-" in path.name or (path.name.isdigit() and (path / "meta.json").exists())
+    markers = ("meta.json", "_CHECKPOINT_METADATA")
+    return ".partial-" in path.name or (
+        path.name.isdigit() and any((path / m).exists() for m in markers)
+    )
 
 
 def check_no_result(folder, overwrite: bool, how: str) -> None:

@@ -59,7 +59,7 @@ def _args(*argv):
 @pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_with_one_line_naming_the_last_checkpoint(tmp_path, stop, code):
     """A signal ends the run with one line naming the last checkpoint: not a KeyboardInterrupt
-    traceback and orbax's (SIGINT), nor a SIGTERM that kills the run with no word and leaves its
+    traceback (SIGINT), nor a SIGTERM that kills the run with no word and leaves its
     empty output folder."""
     ckpt = tmp_path / "ckpt"
     command = [sys.executable, "-m", "policy_gnn_jax.cli", *QUICK[:-5], "--episodes", "400"]
@@ -168,6 +168,14 @@ def test_a_stopped_sweep_with_checkpoints_names_them(tmp_path):
     args = _args("--dataset", "x.npz", "--splits", "0-1", "--checkpoint-dir", str(tmp_path / "ck"))
     line = cli.interrupted_line(args, tmp_path / "o")
     assert str(tmp_path / "ck" / "split-0") in line and "(chunk 2)" in line, line
+
+
+def test_a_stopped_run_over_processes_names_its_checkpoints(tmp_path):
+    """Each process of a run over several checkpoints in its own folder inside the one named."""
+    (tmp_path / "ck" / "process-0-of-2" / "4").mkdir(parents=True)
+    args = _args("--checkpoint-dir", str(tmp_path / "ck"))
+    line = cli.interrupted_line(args, tmp_path / "o")
+    assert "(chunk 4)" in line and "nothing to resume" not in line, line
 
 
 def test_an_interrupted_overwrite_of_a_sweep_leaves_no_stale_summary(tmp_path, monkeypatch):
