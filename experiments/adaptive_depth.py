@@ -132,8 +132,8 @@ def _mismatch(record, backbone: str, seeds: int, ds) -> str | None:
     ran = record.get("config", {}).get("backbone") if isinstance(record, dict) else None
     if ran != backbone:
         return f"ran the {ran} backbone, not {backbone}"
-    saved, summary = record.get("dataset_fingerprint"), record.get("dataset_summary")
-    if saved is not None and not ds.made_of(saved, summary):  # another graph of that name
+    saved = record.get("dataset_fingerprint")
+    if saved is not None and saved != ds.fingerprint():  # another graph of that name
         return f"was run on other data than {ds.name} (its dataset fingerprint differs)"
     if record.get("seeds") != seeds:
         return f"has {record.get('seeds')} seeds, not {seeds}: run it again with --seeds {seeds}"

@@ -233,7 +233,7 @@ class Fit:
         `dataclasses.replace` may not), else nothing is saved."""
         record, problem = self.record, None
         recorded = record.get("dataset_fingerprint")
-        if recorded and not self.dataset.made_of(recorded, record.get("dataset_summary")):
+        if recorded and recorded != self.dataset.fingerprint():
             problem = f"other data than its dataset ({self.dataset.name})"
         config = json.loads(json.dumps(dataclasses.asdict(self.config)))
         changed = [k for k, v in record.get("config", {}).items() if config.get(k) != v]
@@ -252,9 +252,9 @@ class Fit:
                 f"fit its run returned."
             )
 
-    def _run_fingerprint(self, config, ds, record, legacy: bool = False) -> str:
+    def _run_fingerprint(self, config, ds, record) -> str:
         seeds, seed = int(record["seeds"]), int(record["seed"])
-        return run_fingerprint(ds, config, self.method, seeds, seed, legacy=legacy)
+        return run_fingerprint(ds, config, self.method, seeds, seed)
 
 
 def load(
@@ -298,12 +298,9 @@ def load(
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
     fitted = Fit.of(record, config, meta["method"], ds, params, policy, eval_keys,
                     backbone=backbone, agent=agent)  # fmt: skip
-    expected = meta.get("run_fingerprint")  # fits saved before: no fingerprint
     # The config as saved or as read back: fields added since must not make the fit look foreign.
-    # And as saved before the dataset fingerprint held the parts' sizes (`legacy`).
-    if expected and expected not in {fitted._run_fingerprint(c, ds, record, legacy)
-                                     for c in (meta["config"], config)
-                                     for legacy in (False, True)}:  # fmt: skip
+    if meta["run_fingerprint"] not in {fitted._run_fingerprint(c, ds, record)
+                                       for c in (meta["config"], config)}:  # fmt: skip
         raise outputs.CheckpointError(
             f"{out}/results.json and fit.json describe different runs: save the fit again."
         )

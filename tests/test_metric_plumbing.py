@@ -45,9 +45,8 @@ def test_the_same_fit_scored_by_accuracy_differs_only_in_the_score():
     assert auc.record["dataset_fingerprint"] != acc.record["dataset_fingerprint"]
 
 
-def test_an_accuracy_datasets_fingerprint_is_that_of_before_the_metric():
-    """Saved fits and checkpoints of accuracy datasets keep matching: the hash of the arrays
-    alone, as it was computed before the field existed."""
+def test_an_accuracy_datasets_fingerprint_hashes_no_metric():
+    """An accuracy dataset's fingerprint is the hash of its arrays and parts' lengths alone."""
     import hashlib
 
     ds = _two_class("accuracy")
@@ -56,8 +55,6 @@ def test_an_accuracy_datasets_fingerprint_is_that_of_before_the_metric():
     for array in (f.indptr, f.indices, f.data, np.asarray(f.shape), ds.labels, ds.edges,
                   ds.train_index, ds.val_index, ds.test_index):  # fmt: skip
         digest.update(np.ascontiguousarray(array).tobytes())
-    assert ds.legacy_fingerprint() == digest.hexdigest()
-    # Today's: the same bytes, then the three parts' lengths as int64.
     sizes = [len(ds.train_index), len(ds.val_index), len(ds.test_index)]
     digest.update(np.array(sizes, np.int64).tobytes())
     assert ds.fingerprint() == digest.hexdigest()

@@ -42,8 +42,8 @@ class Agent(NamedTuple):
         choice for the walkers, and the policy that the greedy choices of this step follow.
       depths: (key, policy, g, nodes [M]) -> depths [M]: the policy's evaluation choice.
       learn: (key, state, policy, g, transition of [W] node ids, step []) -> (state, metrics):
-        scalars of the agent's choosing; a boolean `agent_finite` lets a divergence be blamed
-        on the agent.
+        arrays of the agent's choosing (scalars or small vectors); a boolean `agent_finite`
+        lets a divergence be blamed on the agent.
       num_actions: A.
       summarise: an episode's `learn` metrics [T] -> one value each (default: the mean).
     """

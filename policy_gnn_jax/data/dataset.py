@@ -118,8 +118,7 @@ class Dataset:
         )
 
     def part_sizes(self) -> str:
-        """The sizes of the parts as the end of `summary` (and of a record's dataset_summary)
-        says them: "train/val/test a/b/c"."""
+        """The sizes of the parts as the end of `summary` says them: "train/val/test a/b/c"."""
         return (
             f"train/val/test {len(self.train_index)}/{len(self.val_index)}/{len(self.test_index)}"
         )
@@ -134,24 +133,6 @@ class Dataset:
         moving the boundary between two parts of a split kept every byte. Large arrays are
         hashed in pieces, without a copy.
         """
-        return self._digest(with_lengths=True)
-
-    def legacy_fingerprint(self) -> str:
-        """The fingerprint as it was before the split's lengths were hashed, which fits saved
-        then recorded (`load` accepts it for them)."""
-        return self._digest(with_lengths=False)
-
-    def made_of(self, fingerprint: str, summary: str | None = None) -> bool:
-        """Whether `fingerprint`, recorded by a saved run, is this dataset's: today's, or the
-        one of before the parts' sizes were hashed, which cannot tell where the boundaries
-        between the parts were, so it counts only where the run's `summary` (its record's
-        dataset_summary) ends with these parts' sizes."""
-        if fingerprint == self.fingerprint():
-            return True
-        said = summary is not None and summary.endswith(self.part_sizes())
-        return said and fingerprint == self.legacy_fingerprint()
-
-    def _digest(self, with_lengths: bool) -> str:
         digest = hashlib.sha256()
         feats = self.features
         if is_dense_features(feats):
@@ -161,8 +142,7 @@ class Dataset:
         parts = (self.train_index, self.val_index, self.test_index)
         for array in (*layout, self.labels, self.edges, *parts):
             hash_array(digest, array)
-        if with_lengths:
-            hash_array(digest, np.array([len(part) for part in parts], np.int64))
+        hash_array(digest, np.array([len(part) for part in parts], np.int64))
         if self.metric != "accuracy":  # accuracy's fingerprints stay those of before the field
             digest.update(self.metric.encode())
         return digest.hexdigest()

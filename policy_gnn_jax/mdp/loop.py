@@ -7,8 +7,8 @@ One MDP step (`mdp_step`) reads top to bottom as
 Every function here is pure and top level over a static `LoopContext` and takes the graph as data
 (`env.MDPData`); the backbone, the agent and the engine are reached only through their
 interfaces, and the audit is an optional observer of the step (`audit.Observer`).
-`mdp/policy_gnn.py` wires them for a config into a `Trainer` that the runner jits, vmaps over
-seeds and drives chunk by chunk.
+`mdp/policy_gnn.py` wires them for a config into a `Trainer` that the runner jits, runs over
+the seeds (mapped or vmapped) and drives chunk by chunk.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def init(ctx: LoopContext, data: env.MDPData, key: jax.Array) -> RunnerState:
 
 
 def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
-    """One MDP step for all walkers. Returns the new state and this step's scalar metrics: the
-    loop's own, the agent's (`learn`'s) and the observer's, each summarised by its owner."""
+    """One MDP step for all walkers. Returns the new state and this step's metrics: the loop's
+    own, the agent's (`learn`'s) and the observer's, each summarised by its owner."""
     # One subkey per consumer, the observer's last: with the audit on or off, every other
     # stream is the same, so the audit changes no result.
     key, k_act, k_val, k_env, k_learn, k_observe = jax.random.split(rs.key, 6)
@@ -88,7 +88,7 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     transition = replay.Transition(nodes, actions, rewards, env_state.nodes)
     agent_state, learned = ctx.agent.learn(k_learn, agent_state, policy, g, transition, rs.step)
     best = keep_best(rs.best, out.val_accuracy, env_state.params, policy, rs.step)
-    metrics = {
+    step_metrics = {
         "val_accuracy": out.val_accuracy,
         "reward": out.reward,
         "gcn_trained": out.gcn_trained,
@@ -105,7 +105,7 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     if ctx.observer is not None:
         observed = ctx.observer.observe(k_observe, g, env_state.params, policy)
     new = RunnerState(agent_state, env_state, best, key, rs.step + 1)
-    return new, (metrics, learned, observed)
+    return new, (step_metrics, learned, observed)
 
 
 def keep_best(best: Snapshot, acc, params, policy, step) -> Snapshot:

@@ -15,6 +15,7 @@ import os
 import pathlib
 import shutil
 import time
+import zipfile
 
 import jax
 import numpy as np
@@ -223,6 +224,8 @@ def _read_arrays(path: pathlib.Path, target):
     """The tree `target` (of ShapeDtypeStructs) with the arrays of `path`, checked against it
     by each leaf's path in the tree, shape and dtype."""
     named, treedef = jax.tree_util.tree_flatten_with_path(target)
+    if not zipfile.is_zipfile(path):  # else numpy would suggest unpickling it
+        raise ValueError(f"{path.name} is not an .npz archive: damaged or cut short")
     with np.load(path, allow_pickle=False) as stored:
         arrays = {name: stored[name] for name in stored.files}
     want = {jax.tree_util.keystr(p): (tuple(x.shape), np.dtype(x.dtype)) for p, x in named}

@@ -17,7 +17,6 @@ import json
 import os
 import pathlib
 import shutil
-import warnings
 import zipfile
 
 import numpy as np
@@ -28,8 +27,8 @@ from policy_gnn_jax.config import Config, ConfigError
 from policy_gnn_jax.runtime import outputs
 from policy_gnn_jax.runtime.outputs import CheckpointError
 
-# 2: with the manifest (`files`, `run_fingerprint`), required; 1: fits saved before it.
-FORMAT = 2
+# 3: the run fingerprint holds the split's part sizes; 1 and 2 (0.2 and earlier) are refused.
+FORMAT = 3
 MANIFEST_FILES = ("results.json", "dataset.npz", "snapshots.npz")
 
 
@@ -41,16 +40,13 @@ def run_fingerprint(
     seed: int,
     custom: tuple[str, ...] = (),
     seed_mode: str | None = None,
-    legacy: bool = False,
 ) -> str:
     """Identifies a run for its checkpoints and saved fits: same data, config (a `Config` or its
     saved dict), method, seeds and seed mode (the modes round differently, so a state of one
     cannot go on in the other), and which parts were the caller's own (a custom backbone or
-    agent cannot be told apart by content). `legacy`: as fits saved before the dataset
-    fingerprint held the parts' sizes made it."""
+    agent cannot be told apart by content)."""
     values = config if isinstance(config, dict) else dataclasses.asdict(config)
-    data_print = ds.legacy_fingerprint() if legacy else ds.fingerprint()
-    parts = [data_print, values, method, seeds, seed]
+    parts = [ds.fingerprint(), values, method, seeds, seed]
     parts += [ds.num_classes]  # sizes the output layer; not in the arrays' fingerprint
     parts += [list(custom)] if custom else []
     parts += [seed_mode] if seed_mode is not None else []
@@ -121,9 +117,9 @@ def kept_in_its_folder(ds: data.Dataset) -> bool:
 
 def dataset_bytes(ds: data.Dataset) -> bytes:
     """The dataset as an .npz. Dense features are saved as their rows under `dense_values`, so
-    the loaded dataset is dense too and keeps the same fingerprint; CSR features as before, key
-    for key. A folder of memory-mapped arrays is saved as its absolute path alone (`read`
-    opens it again and checks its fingerprint)."""
+    the loaded dataset is dense too and keeps the same fingerprint. A folder of memory-mapped
+    arrays is saved as its absolute path alone (`read` opens it again and checks its
+    fingerprint)."""
     buffer = io.BytesIO()
     f = ds.features
     if kept_in_its_folder(ds):
@@ -174,10 +170,9 @@ def _dataset_from(blob: bytes) -> data.Dataset:
             val_index=z["val_index"],
             test_index=z["test_index"],
             num_classes=int(z["num_classes"]),
-            # Fits saved before these were kept: unknown source, one split.
-            source=str(z["source"]) if "source" in z else "",
-            split=int(z["split"]) if "split" in z and int(z["split"]) >= 0 else None,
-            metric=str(z["metric"]) if "metric" in z else "accuracy",
+            source=str(z["source"]),
+            split=int(z["split"]) if int(z["split"]) >= 0 else None,
+            metric=str(z["metric"]),
         )
 
 
@@ -244,20 +239,22 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"{folder}/fit.json is not the fit.json of a saved fit (it holds "
             f"{type(meta).__name__} {str(meta)[:60]}): save the fit again."
         )
-    if meta.get("format") not in (1, FORMAT):
+    if meta.get("format") in (1, 2):
+        raise CheckpointError(
+            f"{folder} is a fit saved by policy-gnn-jax 0.2 or earlier (format "
+            f"{meta['format']}), which this version does not read: fit it again, or load it "
+            f"with the version that saved it."
+        )
+    if meta.get("format") != FORMAT:
         raise CheckpointError(f"{folder}/fit.json has an unknown format {meta.get('format')}.")
-    if meta["format"] == FORMAT and not {"files", "run_fingerprint"} <= set(meta):
+    if not {"files", "run_fingerprint"} <= set(meta):
         raise CheckpointError(
             f"{folder}/fit.json has lost its manifest ('files' or 'run_fingerprint'): the file "
             f"was edited. Save the fit again."
         )
-    if meta["format"] == 1:  # the format is said, not checked: an edit to 1 shows here
-        warnings.warn(f"{folder} is a fit saved before fits carried a manifest (format 1): its "
-                      f"files cannot be checked against each other. Save it again to add one.",
-                      stacklevel=3)  # fmt: skip
     _check_meta(folder, meta)
     blobs = {name: _read_bytes(folder / name) for name in MANIFEST_FILES}
-    for name, expected in meta.get("files", {}).items():  # fits saved before: no manifest
+    for name, expected in meta["files"].items():
         if _sha256(blobs[name]) != expected:
             raise CheckpointError(
                 f"{folder}/{name} is not the file this fit saved (its SHA-256 differs from "
@@ -271,7 +268,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         raise
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/dataset.npz is damaged ({err}): save again.") from None
-    if not ds.made_of(meta["dataset_fingerprint"], record.get("dataset_summary")):
+    if meta["dataset_fingerprint"] != ds.fingerprint():
         if kept_in_its_folder(ds):
             raise CheckpointError(
                 f"the folder of arrays {ds.source}, this fit's graph, changed since the fit was "
@@ -285,11 +282,10 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"{folder}/snapshots.npz is damaged ({err}): save again.") from None
     if held != meta["num_leaves"]:
-        # With a manifest, snapshots.npz matched its checksum: fit.json is what was changed.
-        culprit = "fit.json was edited" if "files" in meta else "one of the two was changed"
+        # snapshots.npz matched its checksum: fit.json is what was changed.
         raise CheckpointError(
             f"{folder}/fit.json says the snapshots hold {meta['num_leaves']} arrays but "
-            f"snapshots.npz holds {held}: {culprit}; save the fit again."
+            f"snapshots.npz holds {held}: fit.json was edited; save the fit again."
         )
     return meta, record, ds, leaves
 
@@ -311,13 +307,13 @@ def _check_meta(folder: pathlib.Path, meta: dict) -> None:
         "files": dict,
     }
     for key, kind in kinds.items():
-        required = key not in ("custom", "files")  # absent from fits saved before them
+        required = key != "custom"  # written only for a fit with parts of its own
         if (key in meta or required) and not isinstance(meta.get(key), kind):
             raise CheckpointError(
                 f"{folder}/fit.json's {key!r} is {meta.get(key)!r}, not a {kind.__name__}: the "
                 f"file was edited or damaged. Save the fit again."
             )
-    if "files" in meta and sorted(meta["files"]) != sorted(MANIFEST_FILES):
+    if sorted(meta["files"]) != sorted(MANIFEST_FILES):
         raise CheckpointError(
             f"{folder}/fit.json's manifest lists {sorted(meta['files'])}, not "
             f"{sorted(MANIFEST_FILES)}: the file was edited. Save the fit again."
@@ -352,11 +348,7 @@ def saved_record_of(
         return None
     saved = outputs.read_json(manifest)
     found = saved.get("run_fingerprint") if isinstance(saved, dict) else None
-    today = found == run_fingerprint(ds, config, method, seeds, seed)
-    if not today and found != run_fingerprint(ds, config, method, seeds, seed, legacy=True):
+    if found != run_fingerprint(ds, config, method, seeds, seed):
         return None
     _, record, _, _ = read(folder)  # every file checked against the manifest
-    # Saved before the parts' sizes were in the fingerprint: its record must say them.
-    if not today and not str(record.get("dataset_summary", "")).endswith(ds.part_sizes()):
-        return None
     return record if record.get("seed_mode", "vmap") == seed_mode else None

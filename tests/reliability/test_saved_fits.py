@@ -39,24 +39,6 @@ def path_graph():
     return pg.from_arrays(features, edges, labels, **splits, symmetrise=True)
 
 
-def _as_saved_before(folder, ds, method="gcn", seeds=1, seed=0):
-    """Rewrites a saved fit's fit.json as the version before the parts' sizes were hashed
-    wrote it: both fingerprints made from the legacy dataset fingerprint."""
-    import hashlib
-
-    from policy_gnn_jax.runtime import saved_fit
-
-    meta = json.loads((folder / "fit.json").read_text())
-    meta["dataset_fingerprint"] = ds.legacy_fingerprint()
-    parts = [ds.legacy_fingerprint(), meta["config"], method, seeds, seed, ds.num_classes]
-    meta["run_fingerprint"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-    assert (
-        saved_fit.run_fingerprint(ds, meta["config"], method, seeds, seed)
-        != meta["run_fingerprint"]
-    )
-    (folder / "fit.json").write_text(json.dumps(meta))
-
-
 def _loop(tmp_path) -> pathlib.Path:
     (tmp_path / "loopA").symlink_to(tmp_path / "loopB")
     (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
@@ -172,68 +154,21 @@ def test_moving_the_boundary_between_two_parts_of_a_split_changes_the_fingerprin
     wide = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "a.npz", 100)), split=0)
     narrow = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "b.npz", 60)), split=0)
     assert wide.fingerprint() != narrow.fingerprint()
-    assert wide.legacy_fingerprint() == narrow.legacy_fingerprint()  # what was ambiguous
 
 
-def test_a_fit_saved_with_a_fingerprint_of_before_still_loads(tmp_path, small_dataset):
-    fitted = pg.fit(small_dataset, pg.Config.tiny(), method="gcn", seeds=1, progress=False)
-    fitted.save(tmp_path / "f")
-    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
-    meta["dataset_fingerprint"] = small_dataset.legacy_fingerprint()  # as saved then
-    (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
-    assert pg.load(tmp_path / "f").record["test_accuracy"] == fitted.record["test_accuracy"]
-
-
-def test_a_fit_saved_before_the_sizes_were_hashed_loads_and_is_reused(tmp_path, small_dataset):
-    """A fit whose run fingerprint is made from the legacy dataset fingerprint (split sizes not
-    hashed) loads and is reused: compared with the current fingerprint only, it would give
-    "results.json and fit.json describe different runs"."""
-    from policy_gnn_jax import methods
-    from policy_gnn_jax.runtime import saved_fit
-
-    cfg = pg.Config.tiny()
-    fitted = pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False)
-    fitted.save(tmp_path / "f")
-    _as_saved_before(tmp_path / "f", small_dataset)
-    assert pg.load(tmp_path / "f").record["test_accuracy"] == fitted.record["test_accuracy"]
-    prepared = methods.get("gcn").prepare(cfg)
-    found = saved_fit.saved_record_of(
-        tmp_path / "f", small_dataset, prepared, "gcn", 1, 0, DEFAULT_MODE
-    )
-    assert found is not None
-
-
-def test_a_fit_saved_before_is_not_reused_for_parts_of_other_sizes(tmp_path):
-    need("texas")
-    from policy_gnn_jax import methods
-    from policy_gnn_jax.runtime import saved_fit
-
-    wide = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "a.npz", 100)), split=0)
-    narrow = pg.load_dataset(str(texas_split_with_boundary(tmp_path, "b.npz", 60)), split=0)
-    cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
-    pg.fit(wide, cfg, method="gcn", seeds=1, progress=False).save(tmp_path / "f")
-    _as_saved_before(tmp_path / "f", wide)
-    prepared = methods.get("gcn").prepare(cfg)
-    assert saved_fit.saved_record_of(tmp_path / "f", wide, prepared, "gcn", 1, 0, DEFAULT_MODE)
-    assert (
-        saved_fit.saved_record_of(tmp_path / "f", narrow, prepared, "gcn", 1, 0, DEFAULT_MODE)
-        is None
-    )
-
-
-def test_a_fit_of_the_format_before_manifests_loads_with_a_warning(tmp_path):
-    """A fit.json whose "format" is edited to 1 loads with a warning: its manifest turned off
-    without a word would let another fit's snapshots.npz load silently."""
+@pytest.mark.parametrize("old", [1, 2])
+def test_a_fit_of_an_earlier_version_is_refused_in_one_line_naming_it(tmp_path, old):
+    """Fits saved by 0.2 and earlier (formats 1 and 2; their run fingerprints do not hold the
+    split's part sizes) are refused, not read by a reader kept for them."""
     ds = pg.data.make_csbm(num_nodes=200, num_val=40, num_test=60)
     fitted = pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
     fitted.save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
-    meta["format"] = 1
-    for key in ("files", "run_fingerprint"):
-        meta.pop(key)
+    meta["format"] = old
     (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
-    with pytest.warns(UserWarning, match="cannot be checked"):
+    with pytest.raises(pg.CheckpointError, match=r"policy-gnn-jax 0\.2 or earlier") as err:
         pg.load(tmp_path / "f")
+    assert "\n" not in str(err.value)
 
 
 def test_saving_a_fit_into_a_loop_of_links_is_the_librarys_error(tmp_path):

@@ -210,7 +210,7 @@ def _check_fig1_is_this_commands(path: pathlib.Path, ds, args) -> None:
         return
     saved = outputs.read_json(path)
     ours = {"seeds": args.seeds, "seed_mode": args.seed_mode, "preset": args.preset}
-    same = isinstance(saved, dict) and ds.made_of(str(saved.get("dataset_fingerprint")))
+    same = isinstance(saved, dict) and saved.get("dataset_fingerprint") == ds.fingerprint()
     if not same or any(saved.get(k) != v for k, v in ours.items()):
         raise outputs.CheckpointError(
             f"{path} (and its figure) were drawn by another command (another graph named "

@@ -84,8 +84,8 @@ def _differences(record: dict, ds, cfg, method, seeds, seed_mode) -> list[str]:
     dataset given as a path may hold another graph now (runs saved before the record had a
     fingerprint are taken at their word)."""
     found = [] if configs_match(record["config"], cfg, method) else ["config"]
-    saved, summary = record.get("dataset_fingerprint"), record.get("dataset_summary")
-    found += ["data"] if saved is not None and not ds.made_of(saved, summary) else []
+    saved = record.get("dataset_fingerprint")
+    found += ["data"] if saved is not None and saved != ds.fingerprint() else []
     found += ["seeds"] if record["seeds"] != seeds else []
     found += ["method"] if record["method"] != method else []
     found += ["seed mode"] if record.get("seed_mode", "vmap") != seed_mode else []
