@@ -2,9 +2,12 @@
 starts, so it cannot be set inside the pytest process). Prints one JSON line: for each
 (method, engine, seed mode), the results and parameter bytes on 8 devices and on 1."""
 
+import dataclasses
 import json
 
 import jax
+import numpy as np
+import scipy.sparse as sp
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
@@ -15,6 +18,9 @@ VARIANTS = [
     ("policy-gnn", "subgraph", "map"),
     ("policy-gnn", "full", "vmap"),
     ("gcn", "full", "map"),
+    # Sparse binary features, as Planetoid's: the DQN's sparse first layer and the normaliser's
+    # sparse statistics, whose divisions XLA compiled otherwise when sharded.
+    ("policy-gnn", "sparse", "map"),
 ]
 FIELDS = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "test_depths", "best_epoch")
 
@@ -30,19 +36,24 @@ ds = data.make_csbm(
     num_val=60,
     num_test=100,
 )
+words = np.random.default_rng(2).random((ds.num_nodes, 200)) < 0.03
+sparse = dataclasses.replace(ds, features=sp.csr_matrix(words, dtype=np.float32))
 out = {"sharded_over": runner.seed_sharding(8).mesh.size}
 for method, engine, mode in VARIANTS:
     config = pg.Config.tiny(
-        engine=engine, subgraph_nodes=64, subgraph_edges=400, num_episodes=2, epochs=10
-    )
+        engine="full" if engine == "sparse" else engine, subgraph_nodes=64,
+        subgraph_edges=400, num_episodes=2, epochs=10,
+    )  # fmt: skip
     runs = {}
     for devices in (8, 1):
         fit = pg.fit(
-            ds, config, method=method, seeds=8, progress=False, devices=devices, seed_mode=mode
-        )
+            sparse if engine == "sparse" else ds, config, method=method, seeds=8,
+            progress=False, devices=devices, seed_mode=mode,
+        )  # fmt: skip
         runs[devices] = {
             "record": {k: fit.record[k] for k in FIELDS if k in fit.record},
             "params": [x.tobytes().hex() for x in jax.tree.leaves(fit.params)],
+            "policy": [x.tobytes().hex() for x in jax.tree.leaves(fit.policy)],
         }
     out[f"{method}/{engine}/{mode}"] = runs
 print(json.dumps(out))

@@ -28,12 +28,17 @@ def sweeps():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("variant", ["policy-gnn/full", "policy-gnn/subgraph", "gcn/full"])
+@pytest.mark.parametrize(
+    "variant", ["policy-gnn/full", "policy-gnn/subgraph", "gcn/full", "policy-gnn/sparse"]
+)
 def test_mapped_seeds_on_eight_devices_are_bit_identical_to_one_device(sweeps, variant):
+    """The backbone's parameters, the policy (the Q-network and the normaliser's statistics)
+    and the record; "sparse": features as sparse as Planetoid's, so the DQN's sparse forms."""
     assert sweeps["sharded_over"] == 8
     runs = sweeps[f"{variant}/map"]
     assert runs["8"]["record"] == runs["1"]["record"]
     assert runs["8"]["params"] == runs["1"]["params"]
+    assert runs["8"]["policy"] == runs["1"]["policy"]
 
 
 def test_vmapped_seeds_on_eight_devices_agree_to_rounding(sweeps):

@@ -72,9 +72,9 @@ def statistics(state: NormaliserState, features: jax.Array) -> tuple[jax.Array, 
     """Mean and std [F] of the feature rows in the window (0 and 1 while it is empty)."""
     mask = (jnp.arange(state.nodes.shape[0]) < state.size)[:, None]
     rows = features[state.nodes]
-    count = jnp.maximum(state.size, 1)
-    mean = jnp.sum(jnp.where(mask, rows, 0.0), axis=0) / count
-    var = jnp.sum(jnp.where(mask, (rows - mean) ** 2, 0.0), axis=0) / count
+    inv_count = 1.0 / jnp.maximum(state.size, 1)  # see statistics_sparse
+    mean = jnp.sum(jnp.where(mask, rows, 0.0), axis=0) * inv_count
+    var = jnp.sum(jnp.where(mask, (rows - mean) ** 2, 0.0), axis=0) * inv_count
     std = jnp.sqrt(var)
     return mean, jnp.where(std < MIN_STD, 1.0, std)
 
@@ -92,11 +92,13 @@ def statistics_sparse(
     the window gives the window's sums exactly; only the rounding differs from `statistics`.
     """
     weight = state.counts[rows].astype(vals.dtype)
-    count = jnp.maximum(state.size, 1)
+    # A product by the reciprocal, as XLA rewrites a division by one count in one program but
+    # not always in another (seeds sharded over devices): written out, every program rounds alike.
+    inv_count = 1.0 / jnp.maximum(state.size, 1)
     sums = jax.ops.segment_sum(
         jnp.stack([weight * vals, weight * vals * vals], axis=1), cols, num_segments=num_features
     )
-    mean, mean_sq = sums[:, 0] / count, sums[:, 1] / count
+    mean, mean_sq = sums[:, 0] * inv_count, sums[:, 1] * inv_count
     var = jnp.maximum(mean_sq - mean * mean, 0.0)
     var = jnp.where(var <= REL_VAR_TOL * mean_sq, 0.0, var)
     std = jnp.sqrt(var)
@@ -104,7 +106,7 @@ def statistics_sparse(
 
 
 def normalise(x: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
-    return (x - mean) / std
+    return (x - mean) * (1.0 / std)  # a product by the reciprocal: see statistics_sparse
 
 
 class QNetwork(nn.Module):
@@ -130,7 +132,9 @@ def first_layer_sparse(params, idx, val, mean, std) -> jax.Array:
       mean, std: [F] the normaliser's statistics.
     """
     layer = params["params"]["Dense_0"]
-    scaled = layer["kernel"] / std[:, None]  # [F, H]
+    # A product by the reciprocal (as in statistics_sparse): its gradient too is a product, in
+    # every program, where XLA would turn a division's into a product in some programs only.
+    scaled = layer["kernel"] * (1.0 / std)[:, None]  # [F, H]
     offset = (mean / std) @ layer["kernel"]  # [H]
     return jnp.einsum("bp,bph->bh", val, scaled[idx]) - offset + layer["bias"]
 

@@ -104,12 +104,12 @@ def over_seeds(fn, mode: str, sharding: NamedSharding | None):
     same `data`: batched (`vmap`) or one seed after another (`map`), and with a sharding, each
     device running its own seeds (`shard_map`, `data` replicated).
 
-    "map" makes a seed's bits independent of how many seeds run (and of the devices, but for
-    the case docs/scale.md names): XLA vectorises a batched reduction differently for different
-    batch sizes (a sum over rows of [64, 16] rounds differently under vmap batches of 1, 2 and 8
-    on the CPU), so under "vmap" a seed's bits depend on the seeds per device. On a CPU "map" is
-    also the faster (`seed_mode_for`): a mapped seed skips the backbone's work on the steps
-    where it does not train, which a batched one computes and discards.
+    "map" makes a seed's bits independent of how many seeds and devices run: XLA vectorises a
+    batched reduction differently for different batch sizes (a sum over rows of [64, 16] rounds
+    differently under vmap batches of 1, 2 and 8 on the CPU), so under "vmap" a seed's bits
+    depend on the seeds per device. On a CPU "map" is also the faster (`seed_mode_for`): a
+    mapped seed skips the backbone's work on the steps where it does not train, which a batched
+    one computes and discards.
     """
     if mode not in SEED_MODES:
         raise ResourceError(f"seed mode must be one of {SEED_MODES}, got {mode!r}.")
