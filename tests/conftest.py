@@ -57,8 +57,12 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # (measured on tests/test_train.py: 116 s -> 79 s). It changes only how hard LLVM optimises the
 # CPU code, not what is computed; subprocesses (the CLI tests) inherit it. Speed is measured by
 # benchmarks/*.py, never here.
+# One host device, as a process has by default: the command would otherwise make one per core
+# (`cli.use_every_core`) in every test that starts it, at two cores' compile and run time each
+# (the suite passes either way: 1223 tests with two host devices everywhere).
 os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    os.environ.get("XLA_FLAGS", "")
+    + " --xla_backend_optimization_level=0 --xla_force_host_platform_device_count=1"
 ).strip()
 
 # Every program the package compiles runs at `Config.matmul_precision` ("highest" unless told

@@ -95,3 +95,53 @@ def test_one_mapped_seed_runs_its_computation_once():
     jax.block_until_ready(out)
     jax.effects_barrier()
     assert len(runs) == 1 and out.shape == (1, 3)
+
+
+def test_the_command_makes_one_host_device_per_core_unless_told(monkeypatch):
+    from policy_gnn_jax import cli
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    cli.use_every_core()
+    assert os.environ["XLA_FLAGS"].endswith("--xla_force_host_platform_device_count=3")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+    cli.use_every_core()
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=1"
+
+
+def test_the_commands_seeds_over_every_core_have_the_bits_of_one_device(tmp_path):
+    """The command's default on a CPU (mapped seeds split over one host device per core) gives
+    every record field and snapshot array of the same command on one device."""
+    command = [sys.executable, "experiments/run.py", "--dataset", "csbm", "--csbm-nodes", "1600",
+               "--seeds", "2", "--episodes", "2", "--episodes-per-call", "1",
+               "--steps-per-episode", "3", "--buffer-size", "16", "--no-progress"]  # fmt: skip
+    flags = os.environ["XLA_FLAGS"].replace("--xla_force_host_platform_device_count=1", "")
+    env = {**os.environ, "XLA_FLAGS": flags}
+    for name, extra in (("cores", []), ("one", ["--devices", "1"])):
+        done = subprocess.run([*command, *extra, "--out", str(tmp_path / name)], env=env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    records = [json.loads((tmp_path / n / "results.json").read_text()) for n in ("cores", "one")]
+    if cores > 1:
+        assert f"device_count={cores}" in records[0]["versions"]["xla_flags"]
+    for field in ("test_accuracy", "val_accuracy", "val_accuracy_curve", "best_step",
+                  "test_depths", "train_action_share"):  # fmt: skip
+        assert records[0][field] == records[1][field], field
+    with np.load(tmp_path / "cores" / "snapshots.npz") as a, np.load(
+        tmp_path / "one" / "snapshots.npz"
+    ) as b:
+        assert all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+def test_host_devices_sharing_one_memory_are_counted_together():
+    """XLA's memory analysis of a sharded program is per device; host CPU devices all take
+    from the host's memory, so a run over two needs twice what one device's analysis says."""
+    from types import SimpleNamespace
+
+    analysis = SimpleNamespace(argument_size_in_bytes=0, output_size_in_bytes=60,
+                               alias_size_in_bytes=0, temp_size_in_bytes=0)  # fmt: skip
+    compiled = SimpleNamespace(memory_analysis=lambda: analysis)
+    runner.check_memory(compiled, 4, available=100, copies=1)
+    with pytest.raises(runner.ResourceError, match="4 seeds need"):
+        runner.check_memory(compiled, 4, available=100, copies=2)

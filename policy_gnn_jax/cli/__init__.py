@@ -11,14 +11,28 @@ import importlib
 import os
 import sys
 
+HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
 
 def launch() -> int:
     """The installed `policy-gnn` command: imports the command, then runs it."""
+    use_every_core()
     problem = jax_environment_problem()
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     return importlib.import_module("policy_gnn_jax.cli.command").entry()
+
+
+def use_every_core() -> None:
+    """One host CPU device per core this process may use, unless XLA_FLAGS sets the count: on a
+    CPU the runner then splits mapped seeds over the cores, which run side by side (the README's
+    command in 0.6x the time on two cores) with the bits of one device. Read when JAX starts, so
+    set here, before it does; on a GPU or TPU machine the host devices go unused."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if HOST_DEVICES_FLAG not in flags and (cores or 1) > 1:
+        os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={cores}".strip()
 
 
 def jax_environment_problem() -> str | None:

@@ -181,13 +181,17 @@ def host_memory_bytes() -> int | None:
     return None
 
 
-def check_memory(compiled, num_seeds: int, available: int | None, resident: int = 0) -> None:
+def check_memory(
+    compiled, num_seeds: int, available: int | None, resident: int = 0, copies: int = 1
+) -> None:
     """Refuses a run whose compiled chunk needs more memory than the device has free.
-    `resident`: bytes of its arguments already in memory (the graph), not needed again."""
+    `resident`: bytes of its arguments already in memory (the graph), not needed again.
+    `copies`: how many devices run the program out of that one memory (XLA's analysis is per
+    device; host CPU devices share the host's)."""
     analysis = compiled.memory_analysis()
     if analysis is None or available is None:
         return
-    needed = (
+    needed = copies * (
         analysis.argument_size_in_bytes
         - resident
         + analysis.output_size_in_bytes
@@ -256,7 +260,8 @@ def run_trainer(
     )
     data = trainer.data
     main = programs["chunks"][lengths[0]].compile(data, programs["state_like"])
-    check_memory(main, num_seeds, available_memory_bytes(), programs["resident_bytes"])
+    shared = sharding.mesh.size if sharding is not None and jax.default_backend() == "cpu" else 1
+    check_memory(main, num_seeds, available_memory_bytes(), programs["resident_bytes"], shared)
     run_chunk = {n: main if n == lengths[0] else p for n, p in programs["chunks"].items()}
     start, done, state, chunks = _start(trainer, checkpoint, programs, lengths[0], sharding)
     if state is None:
