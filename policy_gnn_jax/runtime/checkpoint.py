@@ -2,10 +2,11 @@
 so a killed run resumes where it stopped and ends bit-identical to an uninterrupted one. Each
 checkpoint carries the run's fingerprint: another run's is refused, never resumed.
 
-Step `K` (K chunks done) is the folder `K` holding `run.npz` (the state's and metrics' leaves in
-tree order) and `meta.json`. It is written as `K.partial-<pid>` and renamed when whole, so a
-folder named by a number is always complete; the two newest are kept (a crash can cut the last
-write short). Each process of a run over several keeps its own seeds in its own folder.
+Step `K` (K chunks done) is the folder `K` holding `run.npz` (the state's and metrics' arrays,
+each under its path in the tree) and `meta.json`. It is written as `K.partial-<pid>` and renamed
+when whole, so a folder named by a number is always complete; the two newest are kept (a crash
+can cut the last write short). Each process of a run over several keeps its own seeds in its own
+folder.
 """
 
 from __future__ import annotations
