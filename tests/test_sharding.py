@@ -145,3 +145,13 @@ def test_host_devices_sharing_one_memory_are_counted_together():
     runner.check_memory(compiled, 4, available=100, copies=1)
     with pytest.raises(runner.ResourceError, match="4 seeds need"):
         runner.check_memory(compiled, 4, available=100, copies=2)
+
+
+def test_host_devices_are_as_many_as_the_graphs_copies_leave_memory_for(monkeypatch):
+    """Every host device holds its own copy of the graph in the one host memory: a graph of a
+    tenth of the free memory gets 2 of 8 devices (a quarter of the memory), a small one all 8."""
+    monkeypatch.setattr(jax, "local_devices", lambda: list(range(8)))
+    monkeypatch.setattr(runner, "host_memory_bytes", lambda: 1000)
+    assert runner.host_devices_for({"a": np.zeros(100, np.uint8)}) == 2
+    assert runner.host_devices_for({"a": np.zeros(10, np.uint8)}) == 8
+    assert runner.host_devices_for({"a": np.zeros(900, np.uint8)}) == 1

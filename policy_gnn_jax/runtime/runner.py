@@ -181,6 +181,18 @@ def host_memory_bytes() -> int | None:
     return None
 
 
+def host_devices_for(data) -> int | None:
+    """On a CPU, as many host devices as keep the graph's copies (one per device, all in the
+    host's memory) under a quarter of the free memory; elsewhere None (every device)."""
+    if jax.default_backend() != "cpu":
+        return None
+    free = host_memory_bytes()
+    graph = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(data))
+    if not free or not graph:
+        return None
+    return max(1, min(len(jax.local_devices()), int(0.25 * free // graph)))
+
+
 def check_memory(
     compiled, num_seeds: int, available: int | None, resident: int = 0, copies: int = 1
 ) -> None:
@@ -191,13 +203,13 @@ def check_memory(
     analysis = compiled.memory_analysis()
     if analysis is None or available is None:
         return
-    needed = copies * (
+    per_device = (
         analysis.argument_size_in_bytes
-        - resident
         + analysis.output_size_in_bytes
         - analysis.alias_size_in_bytes
         + analysis.temp_size_in_bytes
     )
+    needed = copies * per_device - resident  # the other devices' copies of the graph are new
     if needed > 0.9 * available:
         per_seed = needed / num_seeds
         fits = max(0, int(0.9 * available // max(per_seed, 1)))
@@ -251,7 +263,7 @@ def run_trainer(
     compilation.use_persistent_cache()
     num_seeds = keys.shape[0]
     lengths = chunk_lengths(trainer.total, trainer.per_call)
-    sharding = seed_sharding(num_seeds, devices)
+    sharding = seed_sharding(num_seeds, devices or host_devices_for(trainer.data))
     seeds = functools.partial(over_seeds, mode=seed_mode_for(seed_mode), sharding=sharding)
     if sharding is not None:
         keys = jax.device_put(keys, sharding)
