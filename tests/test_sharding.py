@@ -155,3 +155,40 @@ def test_host_devices_are_as_many_as_the_graphs_copies_leave_memory_for(monkeypa
     assert runner.host_devices_for({"a": np.zeros(100, np.uint8)}) == 2
     assert runner.host_devices_for({"a": np.zeros(10, np.uint8)}) == 8
     assert runner.host_devices_for({"a": np.zeros(900, np.uint8)}) == 1
+
+
+TIGHT_MEMORY = """
+import json
+import policy_gnn_jax as pg
+from policy_gnn_jax import data
+from policy_gnn_jax.runtime import runner
+real, seen = runner.check_memory, []
+def tight(compiled, num_seeds, available, resident=0, copies=1):
+    seen.append(copies)
+    if copies > 1:
+        raise runner.ResourceError("not enough memory for two")
+    return real(compiled, num_seeds, available, resident, copies)
+runner.check_memory = tight
+ds = data.make_csbm(num_nodes=300, num_classes=3, num_features=16, seed=1,
+                    num_train_per_class=5, num_val=60, num_test=100)
+pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=2, progress=False)
+try:
+    pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=2, progress=False, devices=2)
+    asked = "ran"
+except runner.ResourceError:
+    asked = "refused"
+print(json.dumps({"seen": seen, "asked": asked}))
+"""
+
+
+def test_host_devices_that_do_not_fit_together_fall_back_to_one():
+    """Host devices the runner chose share one memory: where two do not fit, the run goes on
+    one device (as it would have without them); devices asked for are refused as before."""
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags}
+    done = subprocess.run(
+        [sys.executable, "-c", TIGHT_MEMORY], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said == {"seen": [2, 1, 2], "asked": "refused"}

@@ -182,8 +182,8 @@ def host_memory_bytes() -> int | None:
 
 
 def host_devices_for(data) -> int | None:
-    """On a CPU, as many host devices as keep the graph's copies (one per device, all in the
-    host's memory) under a quarter of the free memory; elsewhere None (every device)."""
+    """On a CPU, as many host devices as keep the graph's copies (one per device, one memory)
+    under a quarter of the free memory; elsewhere None (every device)."""
     if jax.default_backend() != "cpu":
         return None
     free = host_memory_bytes()
@@ -198,8 +198,7 @@ def check_memory(
 ) -> None:
     """Refuses a run whose compiled chunk needs more memory than the device has free.
     `resident`: bytes of its arguments already in memory (the graph), not needed again.
-    `copies`: how many devices run the program out of that one memory (XLA's analysis is per
-    device; host CPU devices share the host's)."""
+    `copies`: the devices that run it out of that one memory (XLA's analysis is per device)."""
     analysis = compiled.memory_analysis()
     if analysis is None or available is None:
         return
@@ -261,19 +260,11 @@ def run_trainer(
       (final state, metrics as numpy [S, total, ...], evaluate's results as numpy).
     """
     compilation.use_persistent_cache()
-    num_seeds = keys.shape[0]
     lengths = chunk_lengths(trainer.total, trainer.per_call)
-    sharding = seed_sharding(num_seeds, devices or host_devices_for(trainer.data))
-    seeds = functools.partial(over_seeds, mode=seed_mode_for(seed_mode), sharding=sharding)
-    if sharding is not None:
-        keys = jax.device_put(keys, sharding)
-    programs = build_programs(
-        trainer, keys, seeds, sharding, lengths, compiler_options, matmul_precision
-    )
     data = trainer.data
-    main = programs["chunks"][lengths[0]].compile(data, programs["state_like"])
-    shared = sharding.mesh.size if sharding is not None and jax.default_backend() == "cpu" else 1
-    check_memory(main, num_seeds, available_memory_bytes(), programs["resident_bytes"], shared)
+    sharding, keys, programs, main = _programs_that_fit(
+        trainer, keys, lengths, devices, seed_mode, compiler_options, matmul_precision
+    )
     run_chunk = {n: main if n == lengths[0] else p for n, p in programs["chunks"].items()}
     start, done, state, chunks = _start(trainer, checkpoint, programs, lengths[0], sharding)
     if state is None:
@@ -304,6 +295,27 @@ def run_trainer(
         bar.close()
     results = jax.tree.map(np.asarray, programs["evaluate"](data, state))
     return state, _concat(chunks), results
+
+
+def _programs_that_fit(trainer, keys, lengths, devices, seed_mode, options, precision):
+    """(sharding, keys on it, programs, first chunk compiled) over at most `devices` devices; on a
+    CPU, host devices chosen here share one memory: where they do not fit together, one may."""
+    limit = devices or host_devices_for(trainer.data)
+    while True:
+        sharding = seed_sharding(keys.shape[0], limit)
+        seeds = functools.partial(over_seeds, mode=seed_mode_for(seed_mode), sharding=sharding)
+        placed = keys if sharding is None else jax.device_put(keys, sharding)
+        programs = build_programs(trainer, placed, seeds, sharding, lengths, options, precision)
+        main = programs["chunks"][lengths[0]].compile(trainer.data, programs["state_like"])
+        host = sharding is not None and jax.default_backend() == "cpu"
+        try:
+            check_memory(main, keys.shape[0], available_memory_bytes(),
+                         programs["resident_bytes"], sharding.mesh.size if host else 1)  # fmt: skip
+            return sharding, placed, programs, main
+        except ResourceError:
+            if not host or devices is not None:
+                raise
+            limit = 1
 
 
 def _start(trainer, checkpoint, programs, main_length: int, sharding):
