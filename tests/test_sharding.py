@@ -152,9 +152,10 @@ def test_host_devices_are_as_many_as_the_graphs_copies_leave_memory_for(monkeypa
     tenth of the free memory gets 2 of 8 devices (a quarter of the memory), a small one all 8."""
     monkeypatch.setattr(jax, "local_devices", lambda: list(range(8)))
     monkeypatch.setattr(runner, "host_memory_bytes", lambda: 1000)
-    assert runner.host_devices_for({"a": np.zeros(100, np.uint8)}) == 2
-    assert runner.host_devices_for({"a": np.zeros(10, np.uint8)}) == 8
-    assert runner.host_devices_for({"a": np.zeros(900, np.uint8)}) == 1
+    assert runner.host_devices_for({"a": np.zeros(100, np.uint8)}, "map") == 2
+    assert runner.host_devices_for({"a": np.zeros(10, np.uint8)}, "map") == 8
+    assert runner.host_devices_for({"a": np.zeros(900, np.uint8)}, "map") == 1
+    assert runner.host_devices_for({"a": np.zeros(10, np.uint8)}, "vmap") == 1
 
 
 TIGHT_MEMORY = """

@@ -176,8 +176,6 @@ def _main(argv) -> int:
             print(show_config(config))
             return 0
         args.seed_mode = runner.seed_mode_for(args.seed_mode)
-        if args.seed_mode == "vmap" and args.devices is None and jax.default_backend() == "cpu":
-            args.devices = 1  # batched seeds' bits depend on the seeds per device: not the cores
         if processes.index() != 0:  # process 0 writes the results, the others nothing
             return _run_worker(args, config)
         if args.out:

@@ -181,24 +181,23 @@ def host_memory_bytes() -> int | None:
     return None
 
 
-def host_devices_for(data) -> int | None:
-    """On a CPU, as many host devices as keep the graph's copies (one per device, one memory)
-    under a quarter of the free memory; elsewhere None (every device)."""
+def host_devices_for(data, mode: str) -> int | None:
+    """On a CPU, one device for batched seeds (their bits depend on the seeds per device), else
+    as many as keep the graph's copies under a quarter of free memory; elsewhere None (all)."""
     if jax.default_backend() != "cpu":
         return None
     free = host_memory_bytes()
     graph = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(data))
-    if not free or not graph:
-        return None
+    if mode == "vmap" or not free or not graph:
+        return 1 if mode == "vmap" else None
     return max(1, min(len(jax.local_devices()), int(0.25 * free // graph)))
 
 
 def check_memory(
     compiled, num_seeds: int, available: int | None, resident: int = 0, copies: int = 1
 ) -> None:
-    """Refuses a run whose compiled chunk needs more memory than the device has free.
-    `resident`: bytes of its arguments already in memory (the graph), not needed again.
-    `copies`: the devices that run it out of that one memory (XLA's analysis is per device)."""
+    """Refuses a run whose compiled chunk needs more memory than is free. `resident`: bytes of
+    the graph, already there; `copies`: devices sharing that memory (XLA counts per device)."""
     analysis = compiled.memory_analysis()
     if analysis is None or available is None:
         return
@@ -298,24 +297,25 @@ def run_trainer(
 
 
 def _programs_that_fit(trainer, keys, lengths, devices, seed_mode, options, precision):
-    """(sharding, keys on it, programs, first chunk compiled) over at most `devices` devices; on a
-    CPU, host devices chosen here share one memory: where they do not fit together, one may."""
-    limit = devices or host_devices_for(trainer.data)
+    """(sharding, keys on it, programs, first chunk compiled) over at most `devices` devices."""
+    mode = seed_mode_for(seed_mode)
+    limit = devices or host_devices_for(trainer.data, mode)
     while True:
         sharding = seed_sharding(keys.shape[0], limit)
-        seeds = functools.partial(over_seeds, mode=seed_mode_for(seed_mode), sharding=sharding)
+        seeds = functools.partial(over_seeds, mode=mode, sharding=sharding)
         placed = keys if sharding is None else jax.device_put(keys, sharding)
         programs = build_programs(trainer, placed, seeds, sharding, lengths, options, precision)
         main = programs["chunks"][lengths[0]].compile(trainer.data, programs["state_like"])
-        host = sharding is not None and jax.default_backend() == "cpu"
+        cpu = sharding is not None and jax.default_backend() == "cpu"  # one memory shared
+        copies = sharding.mesh.size if cpu else 1
         try:
             check_memory(main, keys.shape[0], available_memory_bytes(),
-                         programs["resident_bytes"], sharding.mesh.size if host else 1)  # fmt: skip
+                         programs["resident_bytes"], copies)  # fmt: skip
             return sharding, placed, programs, main
         except ResourceError:
-            if not host or devices is not None:
+            if copies == 1 or devices is not None:
                 raise
-            limit = 1
+            limit = 1  # host devices chosen here that do not fit together: one device may
 
 
 def _start(trainer, checkpoint, programs, main_length: int, sharding):
