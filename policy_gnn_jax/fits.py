@@ -25,7 +25,7 @@ from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.backbones.gcn import Backbone
 from policy_gnn_jax.graph import host
 from policy_gnn_jax.mdp import host_prediction
-from policy_gnn_jax.runtime import arguments, compilation, outputs, saved_fit
+from policy_gnn_jax.runtime import arguments, checkpoint, compilation, outputs, saved_fit
 from policy_gnn_jax.runtime.saved_fit import config_from_dict, run_fingerprint
 
 
@@ -285,12 +285,14 @@ def load(
             )
     like = _snapshot_structure(meta["method"], config, ds, int(record["seeds"]), backbone, agent)
     treedef = jax.tree.structure(like)
-    shapes = [x.shape for x in jax.tree.leaves(like)]
-    if [leaf.shape for leaf in leaves] != shapes:
+    wanted = jax.tree.leaves(like)
+    if len(leaves) == len(wanted):
+        leaves = [checkpoint.as_stored(leaf, x.dtype) for leaf, x in zip(leaves, wanted)]
+    if [(leaf.shape, leaf.dtype) for leaf in leaves] != [(x.shape, x.dtype) for x in wanted]:
         if backbone is not None or agent is not None:
             raise outputs.CheckpointError(
                 f"{out}/snapshots.npz does not match the backbone passed or the agent passed "
-                f"(other parameter shapes): pass the parts the fit was trained with."
+                f"(other parameter shapes or types): pass the parts the fit was trained with."
             )
         raise outputs.CheckpointError(
             f"{out}/snapshots.npz does not match its config: save again."

@@ -159,3 +159,19 @@ def test_arrays_are_matched_by_their_place_in_the_state_not_their_order(tmp_path
         ck.restore(like, lambda u: {})
     ck.close()
 
+
+
+def test_parameters_of_a_type_numpy_cannot_name_resume_as_saved(tmp_path):
+    """A custom backbone's bfloat16 parameters: an .npz holds them as raw two-byte records, which
+    must come back as the bfloat16 values saved, not as bytes that refuse the checkpoint."""
+    import jax.numpy as jnp
+
+    w = np.asarray(jnp.array([1.5, -2.25, 3e-3], jnp.bfloat16))
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    ck.save(1, 1, {"w": w}, {})
+    ck.close()
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    _, _, state, _ = ck.restore({"w": np.zeros(3, jnp.bfloat16)}, lambda u: {})
+    ck.close()
+    assert state["w"].dtype == jnp.bfloat16
+    np.testing.assert_array_equal(state["w"].view(np.uint16), w.view(np.uint16))

@@ -126,3 +126,23 @@ def test_a_backbone_from_any_flax_module_trains_at_a_fixed_depth(example):
     params = jax.tree.map(lambda x: x[0], fit.params)
     expected = np.asarray(MLP().apply(params, g, train=False)[0][ds.test_index]).argmax(-1)
     np.testing.assert_array_equal(fit.predict(ds.test_index)[0], expected)
+
+
+def test_a_fit_of_a_bfloat16_backbone_saves_and_loads(example, tmp_path):
+    """Parameters of a type numpy has no name for (bfloat16) load back as saved."""
+
+    class HalfMLP(nn.Module):
+        @nn.compact
+        def __call__(self, g, *, train):
+            dense = nn.Dense(g.num_classes, dtype=jnp.float32, param_dtype=jnp.bfloat16)
+            return dense(g.features)[None]
+
+    ds = example["ds"]
+    half = pg.flax_backbone(HalfMLP(), optax.adam(0.05), 2, 2)
+    fit = pg.fit(ds, pg.Config.tiny(epochs=3, depth=2), method="gcn", backbone=half, seeds=1,
+                 progress=False)  # fmt: skip
+    fit.save(tmp_path / "fit")
+    same = pg.load(tmp_path / "fit", backbone=half)
+    for a, b in zip(jax.tree.leaves(fit.params), jax.tree.leaves(same.params), strict=True):
+        assert b.dtype == jnp.bfloat16
+        np.testing.assert_array_equal(np.asarray(a).view(np.uint16), np.asarray(b).view(np.uint16))

@@ -227,12 +227,25 @@ def _read_arrays(path: pathlib.Path, target):
     named, treedef = jax.tree_util.tree_flatten_with_path(target)
     if not zipfile.is_zipfile(path):  # else numpy would suggest unpickling it
         raise ValueError(f"{path.name} is not an .npz archive: damaged or cut short")
-    with np.load(path, allow_pickle=False) as stored:
-        arrays = {name: stored[name] for name in stored.files}
     want = {jax.tree_util.keystr(p): (tuple(x.shape), np.dtype(x.dtype)) for p, x in named}
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {
+            name: as_stored(stored[name], want[name][1]) if name in want else stored[name]
+            for name in stored.files
+        }
     if {name: (a.shape, a.dtype) for name, a in arrays.items()} != want:
         raise _OtherStateError()
     return jax.tree.unflatten(treedef, [arrays[jax.tree_util.keystr(p)] for p, _ in named])
+
+
+def as_stored(array: np.ndarray, dtype) -> np.ndarray:
+    """`array` read from an .npz as `dtype`, where numpy wrote that type as raw records (it has no
+    name for JAX's bfloat16 or float8 types); any other array as it is."""
+    dtype = np.dtype(dtype)
+    raw = array.dtype.type is np.void and dtype.type is not np.void
+    if raw and array.dtype.itemsize == dtype.itemsize:
+        return array.view(dtype)
+    return array
 
 
 def _flush(f) -> None:
