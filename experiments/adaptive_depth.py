@@ -21,7 +21,7 @@ import sys
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
-from policy_gnn_jax.cli import exit_status, finish
+from policy_gnn_jax.cli import exit_status, finish, use_every_core
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
 from policy_gnn_jax.contrib.reproduction.runs import (
     dataset_folder,
@@ -323,4 +323,5 @@ def run(args) -> None:
 
 
 if __name__ == "__main__":
+    use_every_core()  # read when JAX starts its backend, which no import above does
     finish(main())

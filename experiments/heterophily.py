@@ -30,7 +30,7 @@ import numpy as np
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data, methods, split_sweep
-from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
+from policy_gnn_jax.cli import exit_status, finish, require_at_least_one, use_every_core
 from policy_gnn_jax.contrib.adaptive_depth import (
     backbone_options,
     fixed_runs,
@@ -387,4 +387,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    use_every_core()  # read when JAX starts its backend, which no import above does
     finish(main() if len(sys.argv) > 1 else main(["--help"]))

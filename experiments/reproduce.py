@@ -4,8 +4,9 @@ benchmark and the headroom analysis (`python experiments/reproduce.py --help`; d
 The work is library code, `policy_gnn_jax/contrib/reproduction/`; this script is its command.
 """
 
-from policy_gnn_jax.cli import finish
+from policy_gnn_jax.cli import finish, use_every_core
 from policy_gnn_jax.contrib.reproduction.command import main
 
 if __name__ == "__main__":
+    use_every_core()  # read when JAX starts its backend, which no import above does
     finish(main())

@@ -16,7 +16,7 @@ import json
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
-from policy_gnn_jax.cli import exit_status, finish
+from policy_gnn_jax.cli import exit_status, finish, use_every_core
 from policy_gnn_jax.runtime import outputs
 
 GRID = {
@@ -71,4 +71,5 @@ def run(args) -> None:
 
 
 if __name__ == "__main__":
+    use_every_core()  # read when JAX starts its backend, which no import above does
     finish(main())

@@ -109,6 +109,32 @@ def test_the_command_makes_one_host_device_per_core_unless_told(monkeypatch):
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=1"
 
 
+RESEARCH_SCRIPTS = ("reproduce", "heterophily", "adaptive_depth", "tune_decoupled")
+
+
+def test_the_research_scripts_use_every_core_too():
+    """Each research script asks for one host device per core before JAX starts its backend,
+    and none of their imports starts it first (which would leave the flag unread)."""
+    check = f"""
+import os, runpy, sys
+for name in {RESEARCH_SCRIPTS!r}:
+    os.environ["XLA_FLAGS"] = ""
+    sys.argv = [f"experiments/{{name}}.py", "--help"]
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    except SystemExit:
+        pass
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=3", name
+import jax
+print(len(jax.devices()))
+"""
+    prelude = "import os; os.sched_getaffinity = lambda pid: {0, 1, 2}; "
+    done = subprocess.run([sys.executable, "-c", prelude + check], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "3"
+
+
 def test_the_commands_seeds_over_every_core_have_the_bits_of_one_device(tmp_path):
     """The command's default on a CPU (mapped seeds split over one host device per core) gives
     every record field and snapshot array of the same command on one device."""
