@@ -102,11 +102,39 @@ def test_the_command_makes_one_host_device_per_core_unless_told(monkeypatch):
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(cli, "CGROUP", cli.pathlib.Path("/nonexistent"))  # no CPU quota
     cli.use_every_core()
     assert os.environ["XLA_FLAGS"].endswith("--xla_force_host_platform_device_count=3")
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
     cli.use_every_core()
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=1"
+
+
+@pytest.mark.parametrize(
+    "files, cores",
+    [
+        ({"cpu.max": "200000 100000\n"}, 2),  # cgroup v2: docker --cpus=2
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: two devices, each partly busy
+        ({"cpu.max": "max 100000\n"}, 8),  # no quota
+        ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # v1
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, 8),
+        ({}, 8),  # no cgroup files: the affinity alone
+    ],
+)
+def test_the_host_devices_follow_a_containers_cpu_quota(monkeypatch, tmp_path, files, cores):
+    """A container limited to 2 CPUs on an 8-core host sees all 8 in its affinity: one host
+    device per core there would run 8 programs on 2 CPUs' time."""
+    from policy_gnn_jax import cli
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(cli, "CGROUP", tmp_path)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    cli.use_every_core()
+    flag = f"--xla_force_host_platform_device_count={cores}"
+    assert os.environ["XLA_FLAGS"] == (flag if cores > 1 else "")
 
 
 RESEARCH_SCRIPTS = ("reproduce", "heterophily", "adaptive_depth", "tune_decoupled")
@@ -128,9 +156,13 @@ for name in {RESEARCH_SCRIPTS!r}:
 import jax
 print(len(jax.devices()))
 """
-    prelude = "import os; os.sched_getaffinity = lambda pid: {0, 1, 2}; "
+    prelude = (
+        "import os, policy_gnn_jax.cli as cli; os.sched_getaffinity = lambda pid: {0, 1, 2}; "
+        "cli.CGROUP = cli.pathlib.Path('/nonexistent'); "
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     done = subprocess.run([sys.executable, "-c", prelude + check], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})  # fmt: skip
+                          text=True, timeout=300, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "3"
 
@@ -147,7 +179,9 @@ def test_the_commands_seeds_over_every_core_have_the_bits_of_one_device(tmp_path
         done = subprocess.run([*command, *extra, "--out", str(tmp_path / name)], env=env,
                               capture_output=True, text=True, timeout=600)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from policy_gnn_jax import cli
+
+    cores = cli.usable_cores()
     records = [json.loads((tmp_path / n / "results.json").read_text()) for n in ("cores", "one")]
     if cores > 1:
         assert f"device_count={cores}" in records[0]["versions"]["xla_flags"]

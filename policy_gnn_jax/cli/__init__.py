@@ -8,7 +8,9 @@ refuses while it loads is one `error:` line (`launch`). Every name of `command` 
 from __future__ import annotations
 
 import importlib
+import math
 import os
+import pathlib
 import sys
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
@@ -30,9 +32,33 @@ def use_every_core() -> None:
     command in 0.6x the time on two cores) with the bits of one device. Read when JAX starts, so
     set here, before it does; on a GPU or TPU machine the host devices go unused."""
     flags = os.environ.get("XLA_FLAGS", "")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if HOST_DEVICES_FLAG not in flags and (cores or 1) > 1:
+    cores = usable_cores()
+    if HOST_DEVICES_FLAG not in flags and cores > 1:
         os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={cores}".strip()
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its affinity, capped by a container's CPU quota."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    quota = _cpu_quota()
+    return max(1, min(cores or 1, math.ceil(quota))) if quota else cores or 1
+
+
+CGROUP = pathlib.Path("/sys/fs/cgroup")
+
+
+def _cpu_quota() -> float | None:
+    """The CPUs a container's quota allows (`docker --cpus`), which the affinity does not show:
+    cgroup v2's `cpu.max` or v1's `cpu.cfs_quota_us` over its period; None where unlimited."""
+    try:
+        if (CGROUP / "cpu.max").is_file():
+            quota, period = (CGROUP / "cpu.max").read_text().split()[:2]
+        else:
+            quota = (CGROUP / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (CGROUP / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        return int(quota) / int(period) if quota not in ("max", "-1") and int(quota) > 0 else None
+    except (OSError, ValueError):
+        return None
 
 
 def jax_environment_problem() -> str | None:
