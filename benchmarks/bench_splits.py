@@ -50,7 +50,7 @@ def run(args) -> None:
         fits = split_sweep.fit_splits(datasets, cfg, method=args.method, seeds=args.seeds,
                                       progress=False, split_map=split_map)  # fmt: skip
         timings[split_map] = time.perf_counter() - start
-        tests[split_map] = [f.record["test_accuracy"]["per_seed"] for f in fits]
+        tests[split_map] = [f.record["test_metric"]["per_seed"] for f in fits]
         speed = timings["apart"] / timings[split_map]
         line = f"{split_map:5s}: {timings[split_map]:7.1f} s, {speed:.2f}x apart's speed"
         print(line, flush=True)

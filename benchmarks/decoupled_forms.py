@@ -183,13 +183,13 @@ def compare(name: str, args, headroom: dict) -> dict:
             continue
         start = time.perf_counter()
         val, test = cached_sweep(cfg, x, g, keys)
-        cached[k] = {"val_accuracy": records.mean_std(val), "test_accuracy": records.mean_std(test)}
+        cached[k] = {"val_metric": records.mean_std(val), "test_metric": records.mean_std(test)}
         print(
             f"{name} cached depth {k}: val {val.mean():.4f} test {test.mean():.4f} ± "
             f"{test.std():.4f} ({time.perf_counter() - start:.1f} s)",
             flush=True,
         )
-    best_k = max(cached, key=lambda k: cached[k]["val_accuracy"]["mean"])
+    best_k = max(cached, key=lambda k: cached[k]["val_metric"]["mean"])
     fixed = headroom.get("decoupled", {}).get(name, {})
     propagated = {int(k): row for k, row in fixed.get("fixed_depth", {}).items()}
     bytes_cached = 4 * g.num_nodes * g.num_features * (cfg.max_depth + 1)
@@ -203,7 +203,7 @@ def compare(name: str, args, headroom: dict) -> dict:
     }
     if propagated:
         result["propagated_best_depth_by_val"] = max(
-            propagated, key=lambda k: propagated[k]["val_accuracy"]["mean"]
+            propagated, key=lambda k: propagated[k]["val_metric"]["mean"]
         )
     if cfg.depth in cached:
         result["epoch_cost"] = epoch_costs(cfg, g, cfg.depth, xs[cfg.depth])

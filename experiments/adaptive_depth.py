@@ -67,12 +67,12 @@ def ablate(args) -> None:
                     dataset_folder(out, name) / args.backbone / f"plus-{tag}", ds, cfg,
                     "policy-gnn-plus", args.seeds, args.seed_mode, replace=args.overwrite,
                 )  # fmt: skip
-                scores[value] = record["val_accuracy"]["mean"]
+                scores[value] = record["val_metric"]["mean"]
                 rows.append(
                     {
                         **settings,
-                        "val_accuracy": record["val_accuracy"],
-                        "test_accuracy": record["test_accuracy"],
+                        "val_metric": record["val_metric"],
+                        "test_metric": record["test_metric"],
                     }
                 )
             chosen[switch] = max(scores, key=scores.get)  # ties: the earlier (base) value
@@ -92,8 +92,8 @@ def _entry(name, backbone, method, record_or_row, depth=None) -> dict:
     entry = {"dataset": name, "backbone": backbone, "method": method}
     if depth is not None:
         entry["depth"] = depth
-    entry["test_accuracy"] = record_or_row["test_accuracy"]
-    entry["val_accuracy"] = record_or_row.get("val_accuracy")
+    entry["test_metric"] = record_or_row["test_metric"]
+    entry["val_metric"] = record_or_row.get("val_metric")
     if "wall_time_s" in record_or_row:  # a run, not a headroom row
         entry["seed_mode"] = record_or_row.get("seed_mode", "vmap")
     return entry
@@ -179,7 +179,7 @@ def results(args) -> None:
                 best = analysis["best_fixed_depth_by_val"]
                 entries.append(_entry(name, backbone, "gcn", best, depth=best["depth"]))
                 rules = ("rule_most_confident_depth", "rule_smoothness_depth")
-                rule = max(rules, key=lambda r: analysis[r]["val_accuracy"]["mean"])
+                rule = max(rules, key=lambda r: analysis[r]["val_metric"]["mean"])
                 entries.append(_entry(name, backbone, f"label-free: {rule[5:]}", analysis[rule]))
             cfg = plus_config(name, backbone, **chosen)
             tag = "-".join(str(v) for v in chosen.values())
@@ -194,7 +194,7 @@ def results(args) -> None:
     study_files.merge(path, ADAPTIVE_DEPTH_FILE, adaptive_depth_shape,
                       lambda old: merged_records(old, entries, missing, path, args))  # fmt: skip
     for e in entries:
-        t = e["test_accuracy"]
+        t = e["test_metric"]
         depth = f" depth {e['depth']}" if "depth" in e else ""
         print(f"{e['dataset']:9s} {e['backbone']:10s} {e['method']}{depth}: "
               f"{t['mean']:.4f} ± {t['std']:.4f}")  # fmt: skip

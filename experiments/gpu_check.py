@@ -146,7 +146,7 @@ def twice(args, extra: list[str], timeout: float, work: pathlib.Path, name: str)
         "claimed_bit_identical": a.get("bit_identical_across_processes"),
         "wall_time_s": [a["wall_time_s"], b["wall_time_s"]],
         "compilation_caches": [a.get("compilation_cache"), b.get("compilation_cache")],
-        "test_accuracy": [a["test_accuracy"]["mean"], a["test_accuracy"]["std"]],
+        "test_metric": [a["test_metric"]["mean"], a["test_metric"]["std"]],
         "config": {
             k: a["config"][k]
             for k in ("num_episodes", "reproducible", "matmul_precision", "engine")
@@ -204,9 +204,9 @@ def readme_full(args, timeout: float, work: pathlib.Path) -> dict:
             "--out", str(out)]  # fmt: skip
     result = run_step(argv, timeout, cache=str(work / "cache_readme_full"))
     if result["rc"] == 0:  # wall_time_s: the whole process, compile included
-        record, test = json.loads((out / "results.json").read_text()), "test_accuracy"
+        record, test = json.loads((out / "results.json").read_text()), "test_metric"
         result.update(wall_time_s=result["seconds"], loop_time_s=record["wall_time_s"],
-                      test_accuracy=[record[test]["mean"], record[test]["std"]])  # fmt: skip
+                      test_metric=[record[test]["mean"], record[test]["std"]])  # fmt: skip
     return result
 
 
@@ -381,7 +381,7 @@ def summary_line(name: str, result: dict) -> str:
     if "identical" in result:
         return (f"{name}: identical={result['identical']} "
                 f"({result.get('differing_fields', '?')} fields differ), wall "
-                f"{result.get('wall_time_s')}, test {result.get('test_accuracy')}")  # fmt: skip
+                f"{result.get('wall_time_s')}, test {result.get('test_metric')}")  # fmt: skip
     tail = result.get("tail", "").strip().splitlines()
     return f"{name}: rc={result.get('rc')} in {result.get('seconds', 0):.0f} s; " + " | ".join(
         tail[-4:]

@@ -59,12 +59,12 @@ def run(args) -> None:
                 {
                     **overrides,
                     "input_dropout": overrides["dropout"],
-                    "val_accuracy": record["val_accuracy"],
-                    "test_accuracy": record["test_accuracy"],
+                    "val_metric": record["val_metric"],
+                    "test_metric": record["test_metric"],
                 }
             )
-            print(f"{name} {overrides}: val {record['val_accuracy']['mean']:.4f}", flush=True)
-        best = max(rows, key=lambda r: r["val_accuracy"]["mean"])
+            print(f"{name} {overrides}: val {record['val_metric']['mean']:.4f}", flush=True)
+        best = max(rows, key=lambda r: r["val_metric"]["mean"])
         results[name] = {"grid": rows, "chosen_by_val": {k: best[k] for k in GRID}}
         print(f"{name}: chosen on validation {results[name]['chosen_by_val']}")
     outputs.atomic_write_text(args.out, json.dumps(results, indent=2))

@@ -3,7 +3,7 @@
 
     ds = policy_gnn_jax.from_arrays(features, edges, labels, train, val, test)
     fit = policy_gnn_jax.fit(ds, policy_gnn_jax.Config.tiny(), seeds=3)
-    fit.record["test_accuracy"]            # {"mean", "std", "per_seed"}: the honest protocol
+    fit.record["test_metric"]            # {"mean", "std", "per_seed"}: the honest protocol
     fit.predict_depths(nodes)              # [S, M] each seed's selected policy's depths
     fit.predict(nodes)                     # [S, M] class ids at those depths
     fit.predict_logits(nodes)              # [S, M, C] their logits

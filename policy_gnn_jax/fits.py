@@ -318,7 +318,7 @@ def _check_recorded_scores(fitted: Fit, out: pathlib.Path) -> None:
     logits = fitted.predict_logits(test)  # [S, M, C]
     labels = jnp.asarray(fitted.dataset.labels[test])
     got = [float(metrics.score(jnp.asarray(row), labels, fitted.dataset.metric)) for row in logits]
-    want = fitted.record["test_accuracy"]["per_seed"]
+    want = fitted.record["test_metric"]["per_seed"]
     if not np.allclose(got, want, rtol=0, atol=1e-5):
         raise outputs.CheckpointError(
             f"the backbone and agent passed do not give the recorded test scores of {out} "

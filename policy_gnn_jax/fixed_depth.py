@@ -61,7 +61,7 @@ def train_loss(ctx: BaselineContext, params, g: graph_lib.Graph, key: jax.Array)
     return jnp.mean(ctx.backbone.loss(params, g, key, nodes, depths))
 
 
-def val_accuracy(ctx: BaselineContext, g: graph_lib.Graph, params):
+def val_metric(ctx: BaselineContext, g: graph_lib.Graph, params):
     """(the validation score, whether the validation logits are finite)."""
     logits = ctx.backbone.logits(params, g, None)[ctx.depth - ctx.backbone.min_depth]
     val = logits[g.val_index]
@@ -75,7 +75,7 @@ def epoch_step(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, _
     loss, grads = jax.value_and_grad(loss_fn)(state.params, g, k_dropout)
     updates, opt_state = ctx.backbone.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    val, finite_logits = val_accuracy(ctx, g, params)
+    val, finite_logits = val_metric(ctx, g, params)
     better = val > state.best_val  # ties keep the earliest
     new = BaselineState(
         params=params,
@@ -87,7 +87,7 @@ def epoch_step(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, _
         best_params=tree_select(better, params, state.best_params),
     )
     finite = all_finite(params) & finite_logits
-    return new, {"loss": loss, "val_accuracy": val, "backbone_finite": finite}
+    return new, {"loss": loss, "val_metric": val, "backbone_finite": finite}
 
 
 def train_chunk(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState, length: int):
@@ -101,9 +101,9 @@ def evaluate(ctx: BaselineContext, g: graph_lib.Graph, state: BaselineState) -> 
     ]
     correct = jnp.argmax(logits, -1) == g.labels[g.test_index]
     return {
-        "val_accuracy": state.best_val,
+        "val_metric": state.best_val,
         "best_epoch": state.best_epoch,
-        "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
+        "test_metric": metrics.score(logits, g.labels[g.test_index], g.metric),
         "test_correct": correct,  # per test node, for Figure 1
     }
 

@@ -22,7 +22,7 @@ VARIANTS = [
     # sparse statistics, whose divisions XLA compiled otherwise when sharded.
     ("policy-gnn", "sparse", "map"),
 ]
-FIELDS = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "test_depths", "best_epoch")
+FIELDS = ("test_metric", "val_metric", "val_metric_curve", "test_depths", "best_epoch")
 
 assert len(jax.devices()) == 8, jax.devices()
 ds = data.make_csbm(

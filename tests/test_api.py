@@ -38,10 +38,10 @@ def fitted():
 def test_readme_example_fit_record_and_predictions(fitted):
     ds, fit = fitted
     record = fit.record
-    for field in ("dataset", "method", "config", "seeds", "test_accuracy", "val_accuracy"):
+    for field in ("dataset", "method", "config", "seeds", "test_metric", "val_metric"):
         assert field in record
     assert record["dataset"] == "toy" and record["seeds"] == 3
-    assert len(record["val_accuracy_curve"]["per_seed"][0]) == 6  # exactly the episodes asked
+    assert len(record["val_metric_curve"]["per_seed"][0]) == 6  # exactly the episodes asked
     depths = fit.predict_depths(ds.test_index)
     classes = fit.predict(ds.test_index)
     assert depths.shape == classes.shape == (3, len(ds.test_index))
@@ -49,7 +49,7 @@ def test_readme_example_fit_record_and_predictions(fitted):
     # The selected snapshots reproduce the honest evaluation exactly (an independent recompute).
     np.testing.assert_array_equal(depths, np.array(record["test_depths"]))
     accuracy = (classes == ds.labels[ds.test_index]).mean(1)
-    np.testing.assert_allclose(accuracy, record["test_accuracy"]["per_seed"], atol=1e-6)
+    np.testing.assert_allclose(accuracy, record["test_metric"]["per_seed"], atol=1e-6)
 
 
 def test_save_and_load_give_identical_predictions(fitted, tmp_path):
@@ -72,7 +72,7 @@ def test_random_policy_and_fixed_depth_fits_predict_their_own_evaluation():
             ds, pg.Config.tiny(num_episodes=2, epochs=10), method=method, seeds=2, progress=False
         )
         accuracy = (fit.predict(ds.test_index) == ds.labels[ds.test_index]).mean(1)
-        np.testing.assert_allclose(accuracy, fit.record["test_accuracy"]["per_seed"], atol=1e-6)
+        np.testing.assert_allclose(accuracy, fit.record["test_metric"]["per_seed"], atol=1e-6)
 
 
 def test_predict_refuses_bad_nodes(fitted):
@@ -213,6 +213,6 @@ def test_the_readme_example_runs_as_written_twice_in_a_row(tmp_path, monkeypatch
     fit, ds, same = scope["fit"], scope["ds"], scope["same"]
     assert scope["depths"].shape == scope["classes"].shape == (3, len(ds.test_index))
     accuracy = (scope["classes"] == ds.labels[ds.test_index]).mean(1)
-    np.testing.assert_allclose(accuracy, fit.record["test_accuracy"]["per_seed"], atol=1e-6)
+    np.testing.assert_allclose(accuracy, fit.record["test_metric"]["per_seed"], atol=1e-6)
     np.testing.assert_array_equal(same.predict(ds.test_index), scope["classes"])
     assert (tmp_path / "my_fit" / "results.json").is_file()

@@ -70,7 +70,7 @@ def decoupled_fits(small_dataset):
 
 def test_every_method_runs_on_the_decoupled_backbone(decoupled_fits, small_dataset):
     for method, fit in decoupled_fits.items():
-        acc = fit.record["test_accuracy"]["per_seed"]
+        acc = fit.record["test_metric"]["per_seed"]
         assert len(acc) == 2 and all(0.0 <= a <= 1.0 for a in acc), method
         assert fit.record["config"]["backbone"] == "decoupled"
         # Predictions on the test nodes reproduce the honest evaluation exactly.

@@ -20,7 +20,7 @@ COMMAND = [
     "--episodes-per-call", "2", "--steps-per-episode", "2", "--buffer-size", "16",
     "--no-progress",
 ]  # fmt: skip
-COMPARED = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "best_step", "test_depths",
+COMPARED = ("test_metric", "val_metric", "val_metric_curve", "best_step", "test_depths",
             "train_action_share", "gcn_updates_per_step")  # fmt: skip
 
 
@@ -89,10 +89,10 @@ def test_a_checkpoint_of_another_state_layout_is_a_short_clear_error(tmp_path):
     """A checkpoint written before the state gained a field (the kept validation logits) cannot be
     resumed. The error says why, in short, not with a list of every saved array."""
     saved = {"params": {f"w_{i}": np.zeros((4, 4), np.float32) for i in range(40)}}
-    metrics = {"val_accuracy": np.zeros((1, 2), np.float32)}
+    metrics = {"val_metric": np.zeros((1, 2), np.float32)}
     checkpoint.Checkpointer(tmp_path / "c", "run").save(1, 2, saved, metrics)
     newer = {**saved, "val_logits": np.zeros((3, 2), np.float32)}
-    like = {"val_accuracy": np.zeros((1, 2), np.float32)}
+    like = {"val_metric": np.zeros((1, 2), np.float32)}
     with pytest.raises(pg.CheckpointError) as err:
         checkpoint.Checkpointer(tmp_path / "c", "run").restore(newer, lambda units: like)
     message = str(err.value)

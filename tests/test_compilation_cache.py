@@ -11,7 +11,7 @@ COMMAND = [
     "--seeds", "2", "--episodes", "2", "--episodes-per-call", "2", "--steps-per-episode", "2",
     "--buffer-size", "16", "--no-progress",
 ]  # fmt: skip
-COMPARED = ("test_accuracy", "val_accuracy", "val_accuracy_curve", "best_step", "test_depths",
+COMPARED = ("test_metric", "val_metric", "val_metric_curve", "best_step", "test_depths",
             "train_action_share", "gcn_updates_per_step")  # fmt: skip
 
 

@@ -119,10 +119,10 @@ def _learn_returning(metrics):
         ),
         (
             _random(
-                learn=_learn_returning({"val_accuracy": jnp.float32(0.99)}),
+                learn=_learn_returning({"val_metric": jnp.float32(0.99)}),
                 summarise=agent_base.mean_over_steps,
             ),
-            "'val_accuracy' is the loop's own",
+            "'val_metric' is the loop's own",
         ),
         (
             _random(depths=lambda key, policy, g, nodes: jnp.full((3,), 2, jnp.int32)),

@@ -107,7 +107,7 @@ def test_gpu_compile_options_are_accepted_by_every_program(monkeypatch, tmp_path
             progress=False,
             checkpoint_dir=ckpt / method,
         )  # fmt: skip  (resumes the finished run)
-        assert again.record["test_accuracy"] == fit.record["test_accuracy"]
+        assert again.record["test_metric"] == fit.record["test_metric"]
         fit.predict(small_dataset.test_index)
         fit.save(tmp_path / method)
         pg.load(tmp_path / method).predict(small_dataset.test_index)

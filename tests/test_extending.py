@@ -50,7 +50,7 @@ def test_a_custom_backbone_predicts_with_its_own_module(example):
         logits = sgc.apply(params, g, train=False)[-1]  # the deepest depth's row
         np.testing.assert_array_equal(fit.predict(nodes)[s], np.asarray(logits[nodes]).argmax(-1))
     accuracy = (fit.predict(nodes) == ds.labels[nodes]).mean(1)
-    np.testing.assert_allclose(accuracy, fit.record["test_accuracy"]["per_seed"], atol=1e-6)
+    np.testing.assert_allclose(accuracy, fit.record["test_metric"]["per_seed"], atol=1e-6)
 
 
 def test_a_fit_with_custom_parts_loads_only_with_them_and_predicts_the_same(example, tmp_path):
@@ -82,7 +82,7 @@ def test_fixed_depth_is_an_alias_of_gcn(example):
     a = pg.fit(ds, config, method="gcn", seeds=2, progress=False).record
     b = pg.fit(ds, config, method="fixed-depth", seeds=2, progress=False).record
     assert b["method"] == "gcn"
-    assert a["test_accuracy"] == b["test_accuracy"] and a["best_epoch"] == b["best_epoch"]
+    assert a["test_metric"] == b["test_metric"] and a["best_epoch"] == b["best_epoch"]
 
 
 def test_a_registered_method_runs_through_fit(example):
@@ -105,7 +105,7 @@ def test_a_registered_method_runs_through_fit(example):
         fit = pg.fit(ds, pg.Config.tiny(epochs=5), method="test-deepest", seeds=2, progress=False)
         assert fit.record["method"] == "test-deepest" and fit.record["note"] == "deepest"
         accuracy = (fit.predict(ds.test_index) == ds.labels[ds.test_index]).mean(1)
-        np.testing.assert_allclose(accuracy, fit.record["test_accuracy"]["per_seed"], atol=1e-6)
+        np.testing.assert_allclose(accuracy, fit.record["test_metric"]["per_seed"], atol=1e-6)
     finally:
         methods._REGISTRY.pop("test-deepest")
 

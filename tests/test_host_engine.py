@@ -59,9 +59,9 @@ def test_sampled_host_run_trains_as_the_subgraph_engine_on_dense_rows():
     # Every training curve and the snapshot chosen on validation are the subgraph engine's;
     # only the test scores may differ: the host engine measures test nodes on sampled
     # neighbourhoods, the subgraph engine on the whole graph.
-    assert _differences(sub, hosted) <= {"test_accuracy", "test_depth_counts", "test_depths"}
-    assert sub["val_accuracy"] == hosted["val_accuracy"]
-    accuracy = np.asarray(hosted["test_accuracy"]["per_seed"])
+    assert _differences(sub, hosted) <= {"test_metric", "test_depth_counts", "test_depths"}
+    assert sub["val_metric"] == hosted["val_metric"]
+    accuracy = np.asarray(hosted["test_metric"]["per_seed"])
     assert np.all((accuracy > 0.3) & (accuracy <= 1.0))  # 4 classes: chance is 0.25
     again = _records(ds, cfg, ("host",), seeds=1)["host"]
     assert _differences(hosted, again) == set()
@@ -139,7 +139,7 @@ def test_predict_repeats_the_evaluation_on_the_test_nodes(sampled_fit):
     np.testing.assert_array_equal(depths, np.asarray(fitted.record["test_depths"]))
     correct = fitted.predict(ds.test_index) == ds.labels[ds.test_index]
     np.testing.assert_allclose(
-        correct.mean(1), fitted.record["test_accuracy"]["per_seed"], rtol=0, atol=1e-6
+        correct.mean(1), fitted.record["test_metric"]["per_seed"], rtol=0, atol=1e-6
     )
     assert fitted.predict_logits(np.zeros(0, np.int64)).shape == (2, 0, ds.num_classes)
 

@@ -26,7 +26,7 @@ def test_the_recorded_test_score_is_the_roc_auc_of_the_fits_own_logits(method):
     logits = fit.predict_logits(ds.test_index)  # [S, M, 2]
     positive = ds.labels[ds.test_index] == 1
     counted = np.ones_like(positive)
-    for s, got in enumerate(fit.record["test_accuracy"]["per_seed"]):
+    for s, got in enumerate(fit.record["test_metric"]["per_seed"]):
         scores = logits[s, :, 1] - logits[s, :, 0]
         assert got == pytest.approx(pairwise_auc(scores, positive, counted), abs=1e-5)
 
@@ -38,10 +38,10 @@ def test_the_same_fit_scored_by_accuracy_differs_only_in_the_score():
     assert acc.record["metric"] == "accuracy"
     ds = _two_class()
     predicted = acc.predict(ds.test_index)[0]
-    assert acc.record["test_accuracy"]["mean"] == pytest.approx(
+    assert acc.record["test_metric"]["mean"] == pytest.approx(
         np.mean(predicted == ds.labels[ds.test_index]), abs=1e-6
     )
-    assert auc.record["test_accuracy"]["mean"] != acc.record["test_accuracy"]["mean"]
+    assert auc.record["test_metric"]["mean"] != acc.record["test_metric"]["mean"]
     assert auc.record["dataset_fingerprint"] != acc.record["dataset_fingerprint"]
 
 

@@ -71,7 +71,7 @@ def test_exactly_the_episodes_and_epochs_asked(small_dataset, small_graph):
     _, metrics, results = runner.run_trainer(
         policy_gnn.make_trainer(cfg, small_graph, hops), runner.seed_keys(0, 2), progress=False
     )
-    chex.assert_shape(metrics["val_accuracy"], (2, 3))
+    chex.assert_shape(metrics["val_metric"], (2, 3))
     assert np.all(results["best_step"] < cfg.num_steps)
     b = fixed_depth.make_baseline(pg.Config.tiny(epochs=30), small_graph, epochs_per_chunk=20)
     _, metrics, results = runner.run_trainer(b, runner.seed_keys(0, 2), progress=False)
@@ -281,7 +281,7 @@ def test_one_mdp_step_alone(random_audit_context):
     ctx, data = random_audit_context
     state = loop.init(ctx, data, jax.random.key(0))
     new, (metrics, _, _) = jax.jit(lambda d, s: loop.mdp_step(ctx, d, s))(data, state)
-    assert int(new.step) == 1 and float(new.best.val_accuracy) == float(metrics["val_accuracy"])
+    assert int(new.step) == 1 and float(new.best.val_metric) == float(metrics["val_metric"])
     assert int(metrics["action_counts"].sum()) == ctx.env.num_walkers
     chex.assert_trees_all_equal_shapes(new, state)
 

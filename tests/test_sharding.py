@@ -77,7 +77,7 @@ def test_a_fit_by_default_gives_one_seed_the_bits_it_has_among_three(small_datas
     one = pg.fit(small_dataset, config, seeds=1, progress=False)
     three = pg.fit(small_dataset, config, seeds=3, progress=False)
     assert one.record["seed_mode"] == three.record["seed_mode"] == "map"
-    for field in ("test_accuracy", "val_accuracy"):
+    for field in ("test_metric", "val_metric"):
         assert one.record[field]["per_seed"] == three.record[field]["per_seed"][:1]
     for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(three.params), strict=True):
         np.testing.assert_array_equal(np.asarray(a)[0], np.asarray(b)[0])
@@ -185,7 +185,7 @@ def test_the_commands_seeds_over_every_core_have_the_bits_of_one_device(tmp_path
     records = [json.loads((tmp_path / n / "results.json").read_text()) for n in ("cores", "one")]
     if cores > 1:
         assert f"device_count={cores}" in records[0]["versions"]["xla_flags"]
-    for field in ("test_accuracy", "val_accuracy", "val_accuracy_curve", "best_step",
+    for field in ("test_metric", "val_metric", "val_metric_curve", "best_step",
                   "test_depths", "train_action_share"):  # fmt: skip
         assert records[0][field] == records[1][field], field
     with np.load(tmp_path / "cores" / "snapshots.npz") as a, np.load(

@@ -39,8 +39,8 @@ def _each_split_as_its_own_run(tmp_path, method: str, seed_mode: str | None) -> 
         alone = pg.fit(ds, cfg, **run)
         same += [_same_leaves(fitted.params, alone.params),
                  _same_leaves(fitted.policy, alone.policy),
-                 fitted.record["test_accuracy"] == alone.record["test_accuracy"],
-                 fitted.record["val_accuracy"] == alone.record["val_accuracy"],
+                 fitted.record["test_metric"] == alone.record["test_metric"],
+                 fitted.record["val_metric"] == alone.record["val_metric"],
                  "split_batch" not in fitted.record]  # fmt: skip
     return same
 
@@ -114,8 +114,8 @@ def test_under_vmap_each_fit_is_its_own_splits(tmp_path, method):
         assert fitted.record["split_batch"] == [0, 1, 2] and fitted.dataset.split == k
         predicted = fitted.predict(ds.test_index)  # [S, T]
         accuracy = (predicted == ds.labels[ds.test_index][None]).mean(1)
-        np.testing.assert_allclose(accuracy, fitted.record["test_accuracy"]["per_seed"], atol=1e-6)
-        tests.append(fitted.record["test_accuracy"]["per_seed"])
+        np.testing.assert_allclose(accuracy, fitted.record["test_metric"]["per_seed"], atol=1e-6)
+        tests.append(fitted.record["test_metric"]["per_seed"])
     assert len({tuple(t) for t in tests}) > 1  # the splits did not all get one split's result
 
 

@@ -43,10 +43,10 @@ def test_every_split_is_saved_and_summarised_over_splits(tmp_path, capsys):
     for k in range(3):
         fit = pg.load(tmp_path / "o" / f"split-{k}")
         assert fit.dataset.split == k
-        means.append(np.mean(fit.record["test_accuracy"]["per_seed"]))
-    assert summary["test_accuracy"]["per_split"] == pytest.approx(means)
-    assert summary["test_accuracy"]["mean"] == pytest.approx(np.mean(means))
-    assert summary["test_accuracy"]["std"] == pytest.approx(np.std(means))
+        means.append(np.mean(fit.record["test_metric"]["per_seed"]))
+    assert summary["test_metric"]["per_split"] == pytest.approx(means)
+    assert summary["test_metric"]["mean"] == pytest.approx(np.mean(means))
+    assert summary["test_metric"]["std"] == pytest.approx(np.std(means))
     out = capsys.readouterr().out
     assert "over 3 splits (2 seeds each" in out
 
@@ -59,7 +59,7 @@ def test_an_interrupted_sweep_goes_on_from_its_saved_splits(tmp_path):
     assert cli.main(_argv(file, tmp_path / "o", "--splits", "all")) == 0
     again = json.loads((tmp_path / "o" / "results.json").read_text())
     assert again["reused_splits"] == [0, 1]
-    assert again["test_accuracy"]["per_split"][:2] == first["test_accuracy"]["per_split"]
+    assert again["test_metric"]["per_split"][:2] == first["test_metric"]["per_split"]
 
 
 @pytest.mark.parametrize("method", ["random", "policy-gnn-plus"])
@@ -123,7 +123,7 @@ def test_test_labels_are_read_only_by_the_final_evaluation(tmp_path, method):
     config = pg.Config.tiny(epochs=8)
     a = pg.fit(ds, config, method=method, seeds=2, progress=False)
     b = pg.fit(_permuted_test_labels(ds), config, method=method, seeds=2, progress=False)
-    for key in ("val_accuracy", "best_step", "best_epoch"):
+    for key in ("val_metric", "best_step", "best_epoch"):
         if key in a.record:
             assert a.record[key] == b.record[key], key
     for x, y in zip(jax.tree_util.tree_leaves((a.params, a.policy)),

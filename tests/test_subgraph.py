@@ -64,8 +64,8 @@ def test_unsampled_subgraph_loss_and_gradients_equal_the_full_engine_on_cora(cor
         depths = jnp.full(g.val_index.shape, depth)
         on_sub = ctx.engine.validation_logits(ctx, data, state.params, state.engine_state)
         on_full = full_ctx.engine.validation_logits(full_ctx, data, state.params, None)
-        assert float(env.validation_accuracy(ctx, data, on_sub, depths)) == float(
-            env.validation_accuracy(full_ctx, data, on_full, depths)
+        assert float(env.validation_metric(ctx, data, on_sub, depths)) == float(
+            env.validation_metric(full_ctx, data, on_full, depths)
         )
 
 
@@ -158,9 +158,9 @@ def test_subgraph_runs_reproduce_bit_for_bit_and_the_seed_matters(small_dataset)
     )
     first = pg.fit(small_dataset, cfg, seeds=2, progress=False)
     again = pg.fit(small_dataset, cfg, seeds=2, progress=False)
-    for name in ("test_accuracy", "val_accuracy", "val_accuracy_curve", "test_depths"):
+    for name in ("test_metric", "val_metric", "val_metric_curve", "test_depths"):
         assert first.record[name] == again.record[name], name
-    curves = first.record["val_accuracy_curve"]["per_seed"]
+    curves = first.record["val_metric_curve"]["per_seed"]
     assert curves[0] != curves[1]  # the two seeds' runs differ
     assert first.record["engine"] == "subgraph"
 

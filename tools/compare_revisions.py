@@ -85,11 +85,21 @@ def run(tree: pathlib.Path, args: str, out: pathlib.Path) -> None:
         raise SystemExit(f"{tree}: {' '.join(command)} failed:\n{done.stderr[-2000:]}")
 
 
+# Record fields under other names in earlier revisions: compared under today's.
+RENAMED = {
+    "test_accuracy": "test_metric",
+    "val_accuracy": "val_metric",
+    "val_accuracy_curve": "val_metric_curve",
+    "val_accuracy_note": "val_metric_note",
+}
+
+
 def differences(before: pathlib.Path, after: pathlib.Path) -> tuple[list[str], list[str]]:
     """(fields that differ, fields only the after side has). A field the after revision added
     is listed apart: it is new information, not a changed result."""
     a = json.loads((before / "results.json").read_text())
     b = json.loads((after / "results.json").read_text())
+    a = {RENAMED.get(key, key): value for key, value in a.items()}
     found = []
     for key in sorted(set(a) | set(b)):
         if key in VOLATILE or key not in a:
@@ -164,7 +174,7 @@ def main() -> int:
         found, added = differences(before_out, after_out)
         failures += bool(found)
         record = json.loads((after_out / "results.json").read_text())
-        test = record["test_accuracy"]
+        test = record["test_metric"]
         verdict = "identical" if not found else "DIFFERENT: " + ", ".join(found[:8])
         if added:
             verdict += f" (fields added: {', '.join(added)})"

@@ -166,9 +166,9 @@ def _split_row(k: int, record: dict) -> dict:
     return {
         "split": k,
         "folder": f"split-{k}",
-        "test": record["test_accuracy"]["mean"],
-        "test_std_over_seeds": record["test_accuracy"]["std"],
-        "val": record["val_accuracy"]["mean"],
+        "test": record["test_metric"]["mean"],
+        "test_std_over_seeds": record["test_metric"]["std"],
+        "val": record["val_metric"]["mean"],
         "wall_time_s": record["wall_time_s"],
     }
 
@@ -186,17 +186,17 @@ def summarise(per_split: list[dict], last: dict, method: str, args) -> dict:
         "seed_mode": args.seed_mode,
         "splits": [row["split"] for row in per_split],
         # mean ± std over splits of each split's mean over seeds (the literature's protocol)
-        "test_accuracy": records.mean_std([row["test"] for row in per_split], per="per_split"),
-        "val_accuracy": records.mean_std([row["val"] for row in per_split], per="per_split"),
+        "test_metric": records.mean_std([row["test"] for row in per_split], per="per_split"),
+        "val_metric": records.mean_std([row["val"] for row in per_split], per="per_split"),
         "per_split": per_split,
         "versions": last.get("versions"),
     }
 
 
 def summary_line(summary: dict) -> str:
-    t, metric = summary["test_accuracy"], records.METRIC_NAMES[summary["metric"]]
+    t, metric = summary["test_metric"], records.METRIC_NAMES[summary["metric"]]
     return (
         f"{summary['dataset']} {summary['method']}: test {metric} {t['mean']:.4f} ± "
         f"{t['std']:.4f} over {len(summary['splits'])} splits ({summary['seeds']} seeds each; "
-        f"val {summary['val_accuracy']['mean']:.4f}, {summary['wall_time_s']:.1f} s)"
+        f"val {summary['val_metric']['mean']:.4f}, {summary['wall_time_s']:.1f} s)"
     )

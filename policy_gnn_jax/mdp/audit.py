@@ -117,7 +117,7 @@ def record_fields(metrics, results) -> dict:
             "macro_accuracy_of_selected_snapshot": records.mean_std(
                 results["audit_macro_test_accuracy"]
             ),
-            "honest_test_accuracy": records.mean_std(results["test_accuracy"]),
+            "honest_test_accuracy": records.mean_std(results["test_metric"]),
             "explanation": AUDIT_EXPLANATION,
         }
     }

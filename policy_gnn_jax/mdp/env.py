@@ -64,7 +64,7 @@ class EnvState:
 
 class StepOutput(NamedTuple):
     reward: jax.Array  # [] shared by all walkers
-    val_accuracy: jax.Array  # [] M_t
+    val_metric: jax.Array  # [] M_t
     gcn_trained: jax.Array  # [] bool: a buffer was full and the backbone took a step
     gcn_loss: jax.Array  # [] the buffer loss of that step (0 when none)
     backbone_finite: jax.Array  # [] bool: every backbone parameter is finite
@@ -223,7 +223,7 @@ def _optimiser_step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvSt
     return params, opt_state, loss.astype(jnp.float32), val_logits
 
 
-def validation_accuracy(ctx: EnvContext, data: MDPData, val_logits, val_depths) -> jax.Array:
+def validation_metric(ctx: EnvContext, data: MDPData, val_logits, val_depths) -> jax.Array:
     """M_t: the graph's metric (accuracy, or ROC AUC) on the validation nodes, each at its depth
     in `val_depths` [V], from the validation logits [D, V, C]."""
     logits = backbone_lib.depth_logits(ctx.backbone, val_logits, val_depths)
@@ -278,7 +278,7 @@ def step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState, action
     is_train = data.train_pos[state.nodes] >= 0
     buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train)
     state, trained, loss = train_backbone(ctx, data, k_train, state.replace(buffers=buffers))
-    acc = validation_accuracy(ctx, data, state.val_logits, val_depths)
+    acc = validation_metric(ctx, data, state.val_logits, val_depths)
     reward, state = shared_reward(ctx, state, acc)
     next_nodes = move(ctx, data, k_move, state.nodes, actions + ctx.config.min_depth)
     # Finite parameters can still give non-finite logits (a backbone's own fault): either diverged.

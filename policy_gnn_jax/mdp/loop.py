@@ -36,7 +36,7 @@ class Snapshot:
 
     params: Any
     policy: Any
-    val_accuracy: jax.Array
+    val_metric: jax.Array
     step: jax.Array
 
 
@@ -50,7 +50,7 @@ class RunnerState:
 
 
 # The loop's own per-step metrics and their episode summaries: an agent's may not reuse them.
-LOOP_METRICS = ("val_accuracy", "reward", "gcn_trained", "gcn_loss", "backbone_finite",
+LOOP_METRICS = ("val_metric", "reward", "gcn_trained", "gcn_loss", "backbone_finite",
                 "action_counts", "actions_outside", "depths_outside")  # fmt: skip
 
 
@@ -68,7 +68,7 @@ def init(ctx: LoopContext, data: env.MDPData, key: jax.Array) -> RunnerState:
     best = Snapshot(
         params=env_state.params,
         policy=policy,
-        val_accuracy=jnp.full((), -1.0, jnp.float32),
+        val_metric=jnp.full((), -1.0, jnp.float32),
         step=jnp.zeros((), jnp.int32),
     )
     return RunnerState(agent_state, env_state, best, key, jnp.zeros((), jnp.int32))
@@ -87,9 +87,9 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     rewards = jnp.broadcast_to(out.reward, nodes.shape)
     transition = replay.Transition(nodes, actions, rewards, env_state.nodes)
     agent_state, learned = ctx.agent.learn(k_learn, agent_state, policy, g, transition, rs.step)
-    best = keep_best(rs.best, out.val_accuracy, env_state.params, policy, rs.step)
+    best = keep_best(rs.best, out.val_metric, env_state.params, policy, rs.step)
     step_metrics = {
-        "val_accuracy": out.val_accuracy,
+        "val_metric": out.val_metric,
         "reward": out.reward,
         "gcn_trained": out.gcn_trained,
         "gcn_loss": out.gcn_loss,
@@ -108,16 +108,16 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     return new, (step_metrics, learned, observed)
 
 
-def keep_best(best: Snapshot, acc, params, policy, step) -> Snapshot:
-    """Keeps the snapshot with the highest validation accuracy so far (ties: the earliest)."""
-    return tree_select(acc > best.val_accuracy, Snapshot(params, policy, acc, step), best)
+def keep_best(best: Snapshot, score, params, policy, step) -> Snapshot:
+    """Keeps the snapshot with the highest validation score so far (ties: the earliest)."""
+    return tree_select(score > best.val_metric, Snapshot(params, policy, score, step), best)
 
 
 def summarise_episode(ctx: LoopContext, per_step: tuple) -> dict:
     """Per-step metrics [T, ...] -> one value per episode: the loop's own here, the agent's and
     the observer's by their `summarise`."""
     metrics, learned, observed = per_step
-    summary = {name: jnp.mean(metrics[name], axis=0) for name in ("val_accuracy", "reward")}
+    summary = {name: jnp.mean(metrics[name], axis=0) for name in ("val_metric", "reward")}
     summary.update(
         gcn_trained=jnp.mean(metrics["gcn_trained"], axis=0),
         action_counts=metrics["action_counts"].sum(0),
@@ -160,9 +160,9 @@ def evaluate(ctx: LoopContext, data: env.MDPData, rs: RunnerState) -> dict:
     test_logits = ctx.env.engine.test_logits(ctx.env, data, best.params, key)
     logits = backbone_lib.depth_logits(ctx.env.backbone, test_logits, depths)
     results = {
-        # the graph's metric (accuracy, or ROC AUC): the name stays for results.json's readers
-        "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
-        "val_accuracy": best.val_accuracy,
+        # the graph's metric: accuracy, or ROC AUC on a two-class graph
+        "test_metric": metrics.score(logits, g.labels[g.test_index], g.metric),
+        "val_metric": best.val_metric,
         "best_step": best.step,
         "test_depths": depths,
         "test_depth_counts": jnp.bincount(

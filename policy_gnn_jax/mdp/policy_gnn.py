@@ -111,9 +111,9 @@ def record_fields(config, metrics, results) -> dict:
         **audit,
         **_never_trained(config, metrics),
         **records.depth_fields(config, results),
-        "val_accuracy_curve": {
-            "per_episode_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
-            "per_seed": metrics["val_accuracy"].tolist(),
+        "val_metric_curve": {
+            "per_episode_mean_over_seeds": metrics["val_metric"].mean(0).tolist(),
+            "per_seed": metrics["val_metric"].tolist(),
         },
         "best_step": results["best_step"].tolist(),
         "test_depths": results["test_depths"].tolist(),

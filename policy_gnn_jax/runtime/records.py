@@ -106,8 +106,8 @@ def build(
         "config": dataclasses.asdict(config),
         "seed": seed,
         "seeds": num_seeds,
-        "test_accuracy": mean_std(results["test_accuracy"]),
-        "val_accuracy": mean_std(results["val_accuracy"]),
+        "test_metric": mean_std(results["test_metric"]),
+        "val_metric": mean_std(results["val_metric"]),
         "wall_time_s": wall,
         "versions": package_versions(),
         "dataset_summary": ds.summary(),
@@ -116,7 +116,7 @@ def build(
         "data_source": getattr(ds, "source", ""),
         # Which fixed split of a benchmark that has several (None where there is one).
         "split": getattr(ds, "split", None),
-        # What test_accuracy and val_accuracy measure: "accuracy", or "roc_auc" (two classes).
+        # What test_metric and val_metric measure: "accuracy", or "roc_auc" (two classes).
         "metric": getattr(ds, "metric", "accuracy"),
         # "gather": every float sum in a fixed order; "scatter": segment sums (atomics on a GPU
         # unless compiled with deterministic ops).
@@ -165,7 +165,7 @@ METRIC_NAMES = {"accuracy": "accuracy", "roc_auc": "ROC AUC"}
 
 def summary_line(record: dict, label: str | None = None) -> str:
     """One line: dataset, method (its `label`, e.g. "gcn depth 2"), test score, time."""
-    t = record["test_accuracy"]
+    t = record["test_metric"]
     metric = METRIC_NAMES[record.get("metric", "accuracy")]
     name = label or record["method"]
     backbone = record["config"].get("backbone", "gcn-readout")  # records before the field: legacy
@@ -177,5 +177,5 @@ def summary_line(record: dict, label: str | None = None) -> str:
         time += f"; resumed, {resumed['wall_time_s_total']:.1f} s in all"
     return (
         f"{record['dataset']} {name}: test {metric} {t['mean']:.4f} ± {t['std']:.4f} over "
-        f"{record['seeds']} seeds (val {record['val_accuracy']['mean']:.4f}, {time})"
+        f"{record['seeds']} seeds (val {record['val_metric']['mean']:.4f}, {time})"
     )

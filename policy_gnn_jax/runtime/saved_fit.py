@@ -27,8 +27,9 @@ from policy_gnn_jax.config import Config, ConfigError
 from policy_gnn_jax.runtime import outputs
 from policy_gnn_jax.runtime.outputs import CheckpointError
 
-# 3: the run fingerprint holds the split's part sizes; 1 and 2 (0.2 and earlier) are refused.
-FORMAT = 3
+# 4: the record's scores are test_metric and val_metric (3: test_accuracy, val_accuracy; 1 and 2,
+# from 0.2 and earlier, fingerprint runs without the split's part sizes). Earlier ones are refused.
+FORMAT = 4
 MANIFEST_FILES = ("results.json", "dataset.npz", "snapshots.npz")
 
 
@@ -239,11 +240,12 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"{folder}/fit.json is not the fit.json of a saved fit (it holds "
             f"{type(meta).__name__} {str(meta)[:60]}): save the fit again."
         )
-    if meta.get("format") in (1, 2):
+    if meta.get("format") in range(1, FORMAT):
+        who = "policy-gnn-jax 0.2 or earlier" if meta["format"] < 3 else "another version"
         raise CheckpointError(
-            f"{folder} is a fit saved by policy-gnn-jax 0.2 or earlier (format "
-            f"{meta['format']}), which this version does not read: fit it again, or load it "
-            f"with the version that saved it."
+            f"{folder} is a fit saved by {who} (format {meta['format']}), "
+            f"which this version does not read: fit it again, or load it with the version that "
+            f"saved it."
         )
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{folder}/fit.json has an unknown format {meta.get('format')}.")

@@ -156,17 +156,19 @@ def test_moving_the_boundary_between_two_parts_of_a_split_changes_the_fingerprin
     assert wide.fingerprint() != narrow.fingerprint()
 
 
-@pytest.mark.parametrize("old", [1, 2])
+@pytest.mark.parametrize("old", [1, 2, 3])
 def test_a_fit_of_an_earlier_version_is_refused_in_one_line_naming_it(tmp_path, old):
     """Fits saved by 0.2 and earlier (formats 1 and 2; their run fingerprints do not hold the
-    split's part sizes) are refused, not read by a reader kept for them."""
+    split's part sizes) and format 3 (its record's scores named test_accuracy) are refused, not
+    read by a reader kept for them."""
     ds = pg.data.make_csbm(num_nodes=200, num_val=40, num_test=60)
     fitted = pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
     fitted.save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     meta["format"] = old
     (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
-    with pytest.raises(pg.CheckpointError, match=r"policy-gnn-jax 0\.2 or earlier") as err:
+    who = r"policy-gnn-jax 0\.2 or earlier" if old < 3 else "another version"
+    with pytest.raises(pg.CheckpointError, match=rf"saved by {who} \(format {old}\)") as err:
         pg.load(tmp_path / "f")
     assert "\n" not in str(err.value)
 

@@ -18,7 +18,7 @@ from policy_gnn_jax.runtime import outputs, records, study_files
 
 
 def _row(dataset, backbone, method, test):
-    return {"dataset": dataset, "backbone": backbone, "method": method, "test_accuracy": test}
+    return {"dataset": dataset, "backbone": backbone, "method": method, "test_metric": test}
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def _hand_edit_a_saved_policy_run(experiment, tmp_path):
     cfg_m = dataclasses.replace(cfg, num_episodes=1)
     het.fit_or_load(run, ds, cfg_m, "policy-gnn", 1)
     record = json.loads((run / "results.json").read_text())
-    record["test_accuracy"]["mean"] = 0.99
+    record["test_metric"]["mean"] = 0.99
     (run / "results.json").write_text(json.dumps(record))
     return het, args, run, ds, cfg_m
 
@@ -185,7 +185,7 @@ def test_a_damaged_saved_policy_run_names_a_fix_that_works(experiment, tmp_path)
         het.fit_or_load(run, ds, cfg_m, "policy-gnn", 1)
     assert f"Delete {run}" in str(caught.value) and "--overwrite" in str(caught.value)
     fitted = het.fit_or_load(run, ds, cfg_m, "policy-gnn", 1, overwrite=True)
-    assert pg.load(run).record["test_accuracy"] == fitted.record["test_accuracy"]
+    assert pg.load(run).record["test_metric"] == fitted.record["test_metric"]
 
 
 def test_fixed_depth_runs_of_another_depth_range_are_kept_beside_these(experiment, tmp_path):

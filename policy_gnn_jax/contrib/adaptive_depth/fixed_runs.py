@@ -66,8 +66,8 @@ def fixed_depths_of_splits(
             logits = fitted.predict_logits(np.arange(datasets[k].num_nodes)).astype(np.float64)
             logits -= logits.max(-1, keepdims=True)
             parts[k]["probs"].append(np.exp(logits) / np.exp(logits).sum(-1, keepdims=True))
-            parts[k]["val"].append(fitted.record["val_accuracy"]["per_seed"])
-            parts[k]["test"].append(fitted.record["test_accuracy"]["per_seed"])
+            parts[k]["val"].append(fitted.record["val_metric"]["per_seed"])
+            parts[k]["test"].append(fitted.record["test_metric"]["per_seed"])
     for k in todo:
         result[k] = {"probs": np.stack(parts[k]["probs"]).astype(np.float32),
                      "val": np.array(parts[k]["val"]), "test": np.array(parts[k]["test"]),

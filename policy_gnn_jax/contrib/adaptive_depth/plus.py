@@ -228,7 +228,7 @@ def epoch_step(ctx: PlusContext, data: PlusData, state: PlusState, _=None):
     metrics = {
         "loss": loss,
         "bandit_loss": policy_loss,
-        "val_accuracy": val,
+        "val_metric": val,
         "policy_half_accuracy": policy_acc,
         # Finite parameters can still give non-finite outputs (e.g. after a huge step); either
         # way the backbone is the cause, not the bandit that reads its outputs.
@@ -260,8 +260,8 @@ def evaluate(ctx: PlusContext, data: PlusData, state: PlusState) -> dict:
     depths = greedy_depths(ctx, data, logits_all, state.best_policy, g.test_index)
     logits = backbone_lib.depth_logits(ctx.backbone, logits_all[:, g.test_index], depths)
     return {
-        "test_accuracy": metrics.score(logits, g.labels[g.test_index], g.metric),
-        "val_accuracy": state.best_val,
+        "test_metric": metrics.score(logits, g.labels[g.test_index], g.metric),
+        "val_metric": state.best_val,
         "best_epoch": state.best_epoch,
         "test_depths": depths,
         "test_depth_counts": jnp.bincount(depths - ctx.config.min_depth, length=num_depths(ctx)),
@@ -289,12 +289,12 @@ def make_trainer(config, ds: data.Dataset, g: graph_lib.Graph, epochs_per_chunk:
 def record_fields(config, metrics, results) -> dict:
     return {
         **records.depth_fields(config, results),
-        "val_accuracy_note": "on the selection half of the validation nodes (the other half "
+        "val_metric_note": "on the selection half of the validation nodes (the other half "
         "trains the bandit)",
         "best_epoch": results["best_epoch"].tolist(),
         "test_depths": results["test_depths"].tolist(),
-        "val_accuracy_curve": {
-            "per_epoch_mean_over_seeds": metrics["val_accuracy"].mean(0).tolist(),
+        "val_metric_curve": {
+            "per_epoch_mean_over_seeds": metrics["val_metric"].mean(0).tolist(),
         },
         "policy_half_accuracy_curve": {
             "per_epoch_mean_over_seeds": metrics["policy_half_accuracy"].mean(0).tolist(),

@@ -62,7 +62,7 @@ def figures(args) -> None:
     )
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for name, r in runs_by_name.items():
-        curves = np.array(r["val_accuracy_curve"]["per_seed"])
+        curves = np.array(r["val_metric_curve"]["per_seed"])
         episodes = np.arange(1, curves.shape[1] + 1)
         mean, std = curves.mean(0), curves.std(0)
         ax.plot(episodes, mean, label=f"{name} (mean over seeds)")
@@ -161,9 +161,9 @@ def headroom(args) -> None:
         cells = []
         for name in names:
             row = analyses[name][key]
-            cell = tables.fmt(row["test_accuracy"])
-            if "val_accuracy" in row:
-                cell += f" (val {row['val_accuracy']['mean']:.3f})"
+            cell = tables.fmt(row["test_metric"])
+            if "val_metric" in row:
+                cell += f" (val {row['val_metric']['mean']:.3f})"
             if key == "best_fixed_depth_by_val":
                 cell += f", depth {row['depth']}"
             if "share_of_headroom" in row:
@@ -247,7 +247,7 @@ def fig1(args) -> None:
             compiler_options=compilation.compiler_options(True, g.kernels != "gather"),
         )
         grid.append(res["test_correct"][:, picked].mean(0))
-        print(f"depth {depth}: mean test accuracy {res['test_accuracy'].mean():.3f}")
+        print(f"depth {depth}: mean test accuracy {res['test_metric'].mean():.3f}")
     grid = np.array(grid).T  # [nodes shown, 5 depths]
     fig, ax = plt.subplots(figsize=(4.2, 6))
     im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
@@ -293,14 +293,14 @@ def planted(args) -> None:
             args.seed_mode,
             replace=args.overwrite,
         )
-        summary[f"gcn depth {depth}"] = r["test_accuracy"]
+        summary[f"gcn depth {depth}"] = r["test_metric"]
     for method in ("random", "policy-gnn"):
         cfg = dataclasses.replace(base, random_policy=(method == "random"))
         r = run_cache.run_or_load(
             out / method, ds, cfg, method, args.seeds, args.seed_mode, replace=args.overwrite
         )
         agree = data.planted_agreement(ds, np.array(r["test_depths"]))  # [S]
-        summary[method] = dict(r["test_accuracy"], planted_agreement=records.mean_std(agree))
+        summary[method] = dict(r["test_metric"], planted_agreement=records.mean_std(agree))
     lines = ["| run | test accuracy | picks the planted depth |", "|---|---|---|"]
     for name, acc in summary.items():
         agree = acc.get("planted_agreement")

@@ -45,7 +45,7 @@ def _paper(row, name) -> str:
 def best_fixed_depth(runs: dict) -> str:
     """The fixed-depth run with the best mean VALIDATION accuracy (test is never looked at)."""
     depths = [k for k in runs if k.startswith("gcn-d")]
-    return max(depths, key=lambda k: runs[k]["val_accuracy"]["mean"])
+    return max(depths, key=lambda k: runs[k]["val_metric"]["mean"])
 
 
 def table_rows(results: dict) -> dict:
@@ -54,10 +54,10 @@ def table_rows(results: dict) -> dict:
     for name, runs in results.items():
         best = best_fixed_depth(runs)
         rows.setdefault("best-fixed", {})[name] = dict(
-            runs[best]["test_accuracy"], depth=int(best[5:])
+            runs[best]["test_metric"], depth=int(best[5:])
         )
         for key in ("gcn-d2", "random", "policy-gnn"):
-            rows.setdefault(key, {})[name] = runs[key]["test_accuracy"]
+            rows.setdefault(key, {})[name] = runs[key]["test_metric"]
             if "audit" in runs[key]:
                 audit = runs[key]["audit"]
                 rows.setdefault(f"{key}-audit", {})[name] = audit["macro_accuracy_best_of_run"]
@@ -252,15 +252,15 @@ def ablations(args) -> None:
             )  # fmt: skip
             backends.add(f"{r['versions']['jax_backend']} (jax {r['versions']['jax']})")
             record.setdefault(key, {})[name] = {
-                "test_accuracy": r["test_accuracy"],
-                "val_accuracy": r["val_accuracy"],
+                "test_metric": r["test_metric"],
+                "val_metric": r["val_metric"],
                 "test_depth_share": r["test_depth_distribution"]["mean"],
                 "depths": r["depths"],
                 "wall_time_s": r["wall_time_s"],
             }
     for key, label, _ in ABLATIONS:
         runs = [record[key][n] for n in args.datasets]
-        cells = [f"{fmt(r['test_accuracy'])} (val {r['val_accuracy']['mean']:.3f})" for r in runs]
+        cells = [f"{fmt(r['test_metric'])} (val {r['val_metric']['mean']:.3f})" for r in runs]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + (
         f"\n\nTest accuracy, mean ± std over {args.seeds} seeds (validation mean in brackets), "
