@@ -26,6 +26,7 @@ from policy_gnn_jax.contrib.reproduction.figures import save_figure
 from policy_gnn_jax.contrib.reproduction.runs import (
     dataset_folder,
     dataset_folder_name,
+    is_current_record,
     run_or_load,
 )
 from policy_gnn_jax.contrib.study_shapes import (
@@ -88,14 +89,15 @@ def ablate(args) -> None:
     study_files.merge(path, ABLATION_FILE, ablation_shape, add)
 
 
-def _entry(name, backbone, method, record_or_row, depth=None) -> dict:
+def _entry(name, backbone, method, record_or_row, depth=None, score="metric") -> dict:
+    """`score`: "accuracy" for a headroom row (on these accuracy-scored datasets, their metric)."""
     entry = {"dataset": name, "backbone": backbone, "method": method}
     if depth is not None:
         entry["depth"] = depth
-    entry["test_metric"] = record_or_row["test_metric"]
-    entry["val_metric"] = record_or_row.get("val_metric")
+    entry["test_metric"] = record_or_row[f"test_{score}"]
+    entry["val_metric"] = record_or_row.get(f"val_{score}")
     if "wall_time_s" in record_or_row:  # a run, not a headroom row
-        entry["seed_mode"] = record_or_row.get("seed_mode", "vmap")
+        entry["seed_mode"] = record_or_row["seed_mode"]
     return entry
 
 
@@ -129,11 +131,12 @@ def _by_pair(rows: list) -> dict:
 
 def _mismatch(record, backbone: str, seeds: int, ds) -> str | None:
     """Why a cached record is not a row of this table (None: it is)."""
-    ran = record.get("config", {}).get("backbone") if isinstance(record, dict) else None
+    if not is_current_record(record):
+        return "was not made by this version of policy-gnn-jax: run it again with --overwrite"
+    ran = record["config"]["backbone"]
     if ran != backbone:
         return f"ran the {ran} backbone, not {backbone}"
-    saved = record.get("dataset_fingerprint")
-    if saved is not None and saved != ds.fingerprint():  # another graph of that name
+    if record["dataset_fingerprint"] != ds.fingerprint():  # another graph of that name
         return f"was run on other data than {ds.name} (its dataset fingerprint differs)"
     if record.get("seeds") != seeds:
         return f"has {record.get('seeds')} seeds, not {seeds}: run it again with --seeds {seeds}"
@@ -177,10 +180,12 @@ def results(args) -> None:
                 missing.append(f"{name}/{backbone}: no headroom analysis")
             else:
                 best = analysis["best_fixed_depth_by_val"]
-                entries.append(_entry(name, backbone, "gcn", best, depth=best["depth"]))
+                entries.append(_entry(name, backbone, "gcn", best, depth=best["depth"],
+                                      score="accuracy"))  # fmt: skip
                 rules = ("rule_most_confident_depth", "rule_smoothness_depth")
-                rule = max(rules, key=lambda r: analysis[r]["val_metric"]["mean"])
-                entries.append(_entry(name, backbone, f"label-free: {rule[5:]}", analysis[rule]))
+                rule = max(rules, key=lambda r: analysis[r]["val_accuracy"]["mean"])
+                entries.append(_entry(name, backbone, f"label-free: {rule[5:]}", analysis[rule],
+                                      score="accuracy"))  # fmt: skip
             cfg = plus_config(name, backbone, **chosen)
             tag = "-".join(str(v) for v in chosen.values())
             record = run_or_load(

@@ -209,11 +209,11 @@ def _split_rows(ds, cfg, fixed, args, folder, points) -> dict:
     for key in ("rule_most_confident_depth", "rule_smoothness_depth", "probe_on_validation_nodes",
                 "upper_bound_most_often_right_depth", "upper_bound_any_depth_right"):  # fmt: skip
         row = analysis[key]
-        val = row.get("val_metric", {}).get("per_seed")
-        rows[f"headroom: {key}"] = {"val": val, "test": row["test_metric"]["per_seed"]}
+        val = row.get("val_accuracy", {}).get("per_seed")
+        rows[f"headroom: {key}"] = {"val": val, "test": row["test_accuracy"]["per_seed"]}
     rows["headroom: best fixed depth (accuracy)"] = {
-        "val": analysis["best_fixed_depth_by_val"]["val_metric"]["per_seed"],
-        "test": analysis["best_fixed_depth_by_val"]["test_metric"]["per_seed"],
+        "val": analysis["best_fixed_depth_by_val"]["val_accuracy"]["per_seed"],
+        "test": analysis["best_fixed_depth_by_val"]["test_accuracy"]["per_seed"],
     }
     signals = headroom.predicted_homophily(ds, fixed["probs"][0]).mean(0)  # [N]
     degree = np.bincount(ds.edges[1], minlength=ds.num_nodes)

@@ -300,9 +300,7 @@ def load(
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
     fitted = Fit.of(record, config, meta["method"], ds, params, policy, eval_keys,
                     backbone=backbone, agent=agent)  # fmt: skip
-    # The config as saved or as read back: fields added since must not make the fit look foreign.
-    if meta["run_fingerprint"] not in {fitted._run_fingerprint(c, ds, record)
-                                       for c in (meta["config"], config)}:  # fmt: skip
+    if meta["run_fingerprint"] != fitted._run_fingerprint(config, ds, record):
         raise outputs.CheckpointError(
             f"{out}/results.json and fit.json describe different runs: save the fit again."
         )

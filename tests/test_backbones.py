@@ -1,7 +1,6 @@
 """Choosing a backbone: the paper's GCN by default, the old readout structure and the decoupled
 one by name, depth 0 where it exists, and every method running through each."""
 
-import json
 
 import jax
 import jax.numpy as jnp
@@ -79,20 +78,6 @@ def test_every_method_runs_on_the_decoupled_backbone(decoupled_fits, small_datas
         np.testing.assert_allclose((pred == labels).mean(1), acc, atol=1e-6)
     depths = decoupled_fits["random"].predict_depths(small_dataset.test_index)
     assert depths.min() == 0 and depths.max() == 4  # depth 0 is drawn and usable
-
-
-def test_fits_saved_before_the_backbone_field_load_as_the_readout_gcn(tmp_path, small_dataset):
-    cfg = pg.Config.tiny(backbone="gcn-readout", depth=3, epochs=4)
-    fit = pg.fit(small_dataset, cfg, method="gcn", seeds=1, progress=False)
-    fit.save(tmp_path)
-    meta = json.loads((tmp_path / "fit.json").read_text())
-    del meta["config"]["backbone"]  # as a fit saved by the previous version
-    (tmp_path / "fit.json").write_text(json.dumps(meta))
-    loaded = pg.load(tmp_path)
-    assert loaded.config.backbone == "gcn-readout"
-    np.testing.assert_array_equal(
-        loaded.predict(small_dataset.test_index), fit.predict(small_dataset.test_index)
-    )
 
 
 def test_cli_backbone_flags_reach_the_config():

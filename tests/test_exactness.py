@@ -152,25 +152,6 @@ def test_bit_identical_is_claimed_only_where_shown():
     assert claim(compilation.AUTOTUNE_OFF, "gather", "full", backend="gpu")  # on an H200
 
 
-def test_a_fit_saved_before_the_compile_fields_loads_as_it_was_trained(tmp_path, small_dataset):
-    """A fit from a version without `matmul_precision` and `reproducible` (JAX's default
-    precision, XLA's autotuning) loads with those values, and its fingerprint still matches."""
-    from policy_gnn_jax.runtime import saved_fit
-
-    fit = pg.fit(small_dataset, pg.Config.tiny(epochs=2), method="gcn", seeds=2, progress=False)
-    fit.save(tmp_path / "old")
-    meta_path = tmp_path / "old" / "fit.json"
-    meta = json.loads(meta_path.read_text())
-    for name in ("matmul_precision", "reproducible"):
-        del meta["config"][name]
-    meta["run_fingerprint"] = saved_fit.run_fingerprint(small_dataset, meta["config"], "gcn", 2, 0)
-    meta_path.write_text(json.dumps(meta))
-    loaded = pg.load(tmp_path / "old")
-    assert (loaded.config.matmul_precision, loaded.config.reproducible) == ("default", False)
-    np.testing.assert_array_equal(loaded.predict(small_dataset.test_index),
-                                  fit.predict(small_dataset.test_index))  # fmt: skip
-
-
 def test_two_processes_give_the_same_bits(tmp_path):
     """The README command (shortened) twice, each in its own process: every field of
     results.json equal except the wall time."""

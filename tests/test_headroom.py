@@ -65,7 +65,7 @@ def test_no_choice_reads_a_test_label(small_dataset):
         "rule_smoothness_depth",
         "probe_on_validation_nodes",
     ):
-        assert a[key].get("val_metric") == b[key].get("val_metric"), key
+        assert a[key]["val_accuracy"] == b[key]["val_accuracy"], key
     assert a["best_fixed_depth_by_val"]["depth"] == b["best_fixed_depth_by_val"]["depth"]
     assert (
         a["rule_smoothness_depth"]["eps_chosen_on_val"]

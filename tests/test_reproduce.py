@@ -86,23 +86,40 @@ def test_a_saved_run_is_reused_only_in_the_seed_mode_it_was_made_in(
     assert first["seed_mode"] == "vmap"
 
 
-def test_a_field_added_to_config_after_a_run_matches_only_at_its_default(
-    tiny_config, reproduce_module
-):
+def test_a_saved_config_matches_only_with_every_field_equal(tiny_config, reproduce_module):
     import dataclasses
 
     saved = json.loads(json.dumps(dataclasses.asdict(tiny_config)))
     assert reproduce_module.configs_match(saved, tiny_config)
-    del saved["engine"]  # as in a run saved before the subgraph engine existed
-    assert reproduce_module.configs_match(saved, tiny_config)  # engine is at its default
-    assert not reproduce_module.configs_match(
-        saved, dataclasses.replace(tiny_config, engine="subgraph")
-    )
+    del saved["engine"]  # a config of another version, without the field
+    assert not reproduce_module.configs_match(saved, tiny_config)
+    saved = json.loads(json.dumps(dataclasses.asdict(tiny_config)))
     saved["no_such_field"] = 1  # a field this code does not know: never a match
     assert not reproduce_module.configs_match(saved, tiny_config)
     changed = json.loads(json.dumps(dataclasses.asdict(tiny_config)))
     changed["hidden"] += 1
     assert not reproduce_module.configs_match(changed, tiny_config)
+
+
+def test_a_run_saved_by_another_version_is_refused_then_replaced_when_asked(
+    small_dataset, tiny_config, tmp_path, reproduce_module
+):
+    """A results.json whose scores are named otherwise (another version's) is never reused, which
+    would end in a missing key: it is refused in one line, and run again under --overwrite."""
+    import dataclasses
+
+    cfg = dataclasses.replace(tiny_config, depth=1, epochs=3)
+    reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap")
+    path = tmp_path / "results.json"
+    saved = json.loads(path.read_text())
+    saved["test_accuracy"] = saved.pop("test_metric")
+    path.write_text(json.dumps(saved))
+    with pytest.raises(pg.CheckpointError, match="not the results.json of a run of this version"):
+        reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap")
+    assert "test_accuracy" in json.loads(path.read_text())  # untouched
+    rerun = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap",
+                                         replace=True)  # fmt: skip
+    assert "test_metric" in rerun and "test_metric" in json.loads(path.read_text())
 
 
 def test_the_plus_fields_are_ignored_for_methods_that_never_read_them(

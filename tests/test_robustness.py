@@ -348,8 +348,11 @@ def test_the_adaptive_depth_table_takes_only_runs_of_its_backbone_and_seed_count
     """`results` takes only runs of its backbone and seed count, not whatever preset or seed count
     ran last in the cache."""
     mismatch = functools.partial(adaptive_depth_module._mismatch, ds=small_dataset)
-    record = {"config": {"backbone": "gcn"}, "seeds": 10}
+    record = {"config": {"backbone": "gcn"}, "seeds": 10, "method": "gcn", "seed_mode": "map",
+              "test_metric": {}, "dataset_fingerprint": small_dataset.fingerprint()}  # fmt: skip
     assert mismatch(record, "gcn", 10) is None
+    another_version = {k: v for k, v in record.items() if k != "test_metric"}
+    assert "this version" in mismatch({**another_version, "test_accuracy": {}}, "gcn", 10)
     assert "3 seeds, not 10" in mismatch({**record, "seeds": 3}, "gcn", 10)
     assert "gcn-readout backbone" in mismatch(
         {**record, "config": {"backbone": "gcn-readout"}}, "gcn", 10

@@ -83,24 +83,15 @@ def run_identity(
     return json.loads(json.dumps(identity))
 
 
-# What a fit saved before a config field existed was trained with.
-FIELDS_ADDED_SINCE = {
-    "backbone": "gcn-readout",  # the legacy readout structure
-    "matmul_precision": "default",  # JAX's own (TF32 on a GPU)
-    "reproducible": False,  # XLA's autotuning
-    "ego_head": False,  # the decoupled backbone without its later options
-    "layer_norm": False,
-}
-
-
 def config_from_dict(values: dict) -> Config:
     """A Config from its saved dict (JSON turns tuples into lists). ConfigError if it names a
-    field this version does not have or holds a value it refuses."""
+    field this version does not have, lacks one it has, or holds a value it refuses."""
     fields = {f.name for f in dataclasses.fields(Config)}
-    unknown = set(values) - fields
-    if unknown:
-        raise ConfigError(f"unknown config fields {sorted(unknown)}")
-    values = {**FIELDS_ADDED_SINCE, **values}
+    unknown, missing = set(values) - fields, fields - set(values)
+    if unknown or missing:
+        named = [f"unknown fields {sorted(unknown)}"] * bool(unknown)
+        named += [f"no fields {sorted(missing)}"] * bool(missing)
+        raise ConfigError(f"the config has {' and '.join(named)}")
     # JSON turned every tuple field (q_hidden, fanouts) into a list.
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     return Config(**values)

@@ -113,6 +113,7 @@ def test_a_manifest_that_lists_less_is_refused(one_seed_fits, tmp_path, files):
         lambda m: m.update(config=5),
         lambda m: m.update(custom="backbone"),
         lambda m: m["config"].update(q_hidden="32"),
+        lambda m: m["config"].pop("input_dropout"),  # not read as its default
     ],
 )
 def test_a_hand_edited_fit_json_is_named(one_seed_fits, tmp_path, change):

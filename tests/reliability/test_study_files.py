@@ -216,7 +216,8 @@ def test_the_adaptive_depth_table_takes_no_run_of_another_graph_of_the_same_name
     """`results --datasets g2/cora` does not read results/reproduce/cora, the built-in Cora's runs,
     as that graph's rows: the data fingerprint is compared."""
     adaptive = experiment("adaptive_depth")
-    record = {"config": {"backbone": "gcn"}, "seeds": 1, "dataset_fingerprint": "0" * 64}
+    record = {"config": {"backbone": "gcn"}, "seeds": 1, "dataset_fingerprint": "0" * 64,
+              "method": "gcn", "seed_mode": "map", "test_metric": {}}  # fmt: skip
     assert "data" in adaptive._mismatch(record, "gcn", 1, small_dataset)
     record["dataset_fingerprint"] = small_dataset.fingerprint()
     assert adaptive._mismatch(record, "gcn", 1, small_dataset) is None

@@ -277,9 +277,9 @@ def _probe_row(ds, probs, correct, distances, max_hops: int, local_homophily: bo
         probe_test.append(correct[chosen_test, s, test].mean())
         probe_counts += np.bincount(chosen_test, minlength=num_depths)
     return {
-        "val_metric": summary(probe_val),
+        "val_accuracy": summary(probe_val),
         "val_note": "cross-fitted over 5 folds of the validation nodes",
-        "test_metric": summary(probe_test),
+        "test_accuracy": summary(probe_test),
         "depth_counts_test_all_seeds": probe_counts.tolist(),
     }
 
@@ -305,50 +305,50 @@ def analyse(
     rows = {
         "best_fixed_depth_by_val": {
             "depth": int(depths[best]),
-            "val_metric": summary(fixed_val[best]),
-            "test_metric": summary(fixed_test[best]),
+            "val_accuracy": summary(fixed_val[best]),
+            "test_accuracy": summary(fixed_test[best]),
         },
         "upper_bound_most_often_right_depth": {
-            "test_metric": summary(upper_bound_most_often_right(correct, test)),
+            "test_accuracy": summary(upper_bound_most_often_right(correct, test)),
             "note": "UPPER BOUND: reads test labels to pick each node's depth; not a method.",
         },
         "upper_bound_cross_seed": {
-            "test_metric": summary(upper_bound_cross_seed(correct, test)),
+            "test_accuracy": summary(upper_bound_cross_seed(correct, test)),
             "note": "UPPER BOUND: reads test labels; each node's depth from the other half of "
             "the seeds, so seed noise is not counted as headroom; not a method.",
         },
         "upper_bound_any_depth_right": {
-            "test_metric": summary(upper_bound_any_depth(correct, test)),
+            "test_accuracy": summary(upper_bound_any_depth(correct, test)),
             "note": "UPPER BOUND: a node counts if any depth is right; not a method.",
         },
     }
     confident = most_confident_depth(probs)
     rows["rule_most_confident_depth"] = {
-        "val_metric": summary(accuracy_at(correct, confident[:, val], val)),
-        "test_metric": summary(accuracy_at(correct, confident[:, test], test)),
+        "val_accuracy": summary(accuracy_at(correct, confident[:, val], val)),
+        "test_accuracy": summary(accuracy_at(correct, confident[:, test], test)),
     }
     distances = smoothness_distances(ds, int(depths.max()))
     eps, _ = choose_smoothness_eps(distances, correct, depths, val)
     smooth = np.broadcast_to(smoothness_depth(distances, eps, depths), (num_seeds, ds.num_nodes))
     rows["rule_smoothness_depth"] = {
         "eps_chosen_on_val": eps,
-        "val_metric": summary(accuracy_at(correct, smooth[:, val], val)),
-        "test_metric": summary(accuracy_at(correct, smooth[:, test], test)),
+        "val_accuracy": summary(accuracy_at(correct, smooth[:, val], val)),
+        "test_accuracy": summary(accuracy_at(correct, smooth[:, test], test)),
         "depth_counts_test": np.bincount(smooth[0, test], minlength=len(depths)).tolist(),
     }
     rows["probe_on_validation_nodes"] = _probe_row(
         ds, probs, correct, distances, max_hops, local_homophily
     )
     best_test = fixed_test[best].mean()
-    bound = rows["upper_bound_most_often_right_depth"]["test_metric"]["mean"]
+    bound = rows["upper_bound_most_often_right_depth"]["test_accuracy"]["mean"]
     for key in ("rule_most_confident_depth", "rule_smoothness_depth", "probe_on_validation_nodes"):
-        gain = rows[key]["test_metric"]["mean"] - best_test
+        gain = rows[key]["test_accuracy"]["mean"] - best_test
         rows[key]["share_of_headroom"] = float(gain / max(bound - best_test, 1e-9))
     return {
         "depths": depths.tolist(),
         "seeds": num_seeds,
         "fixed_depth": {
-            int(d): {"val_metric": summary(fixed_val[i]), "test_metric": summary(fixed_test[i])}
+            int(d): {"val_accuracy": summary(fixed_val[i]), "test_accuracy": summary(fixed_test[i])}
             for i, d in enumerate(depths)
         },
         **rows,

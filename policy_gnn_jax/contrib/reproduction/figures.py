@@ -35,6 +35,12 @@ def figures(args) -> None:
     }
     if not runs_by_name:
         raise data.DataError(f"no Policy-GNN runs under {out}: run `reproduce.py table` first")
+    other = [name for name, r in runs_by_name.items() if not run_cache.is_current_record(r)]
+    if other:
+        raise data.DataError(
+            f"the Policy-GNN runs of {', '.join(other)} under {out} were not made by this version "
+            f"of policy-gnn-jax: run `reproduce.py table --overwrite` first"
+        )
     fig, ax = plt.subplots(figsize=(6, 3.6))
     width = 0.8 / len(runs_by_name)
     for i, (name, r) in enumerate(runs_by_name.items()):
@@ -161,9 +167,9 @@ def headroom(args) -> None:
         cells = []
         for name in names:
             row = analyses[name][key]
-            cell = tables.fmt(row["test_metric"])
-            if "val_metric" in row:
-                cell += f" (val {row['val_metric']['mean']:.3f})"
+            cell = tables.fmt(row["test_accuracy"])
+            if "val_accuracy" in row:
+                cell += f" (val {row['val_accuracy']['mean']:.3f})"
             if key == "best_fixed_depth_by_val":
                 cell += f", depth {row['depth']}"
             if "share_of_headroom" in row:

@@ -17,25 +17,26 @@ def _as_json(cfg: config_lib.Config) -> dict:
 
 
 def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None) -> bool:
-    """Whether a saved run's config is `cfg`. A field the saved config lacks was added to
-    `Config` after the run; it matches at its default value, because a new field's default keeps
-    the code's earlier behaviour (each such change was checked bit-identical), so adding a field
-    does not invalidate every saved run. For a `method` other than policy-gnn-plus, the `plus_*`
-    fields are not compared: only policy-gnn-plus reads them (plus.py)."""
-    current, defaults = _as_json(cfg), _as_json(config_lib.Config())
-    if not set(saved) <= set(current):
-        return False
+    """Whether a saved run's config is `cfg`. For a `method` other than policy-gnn-plus, the
+    `plus_*` fields are not compared: only policy-gnn-plus reads them (plus.py)."""
+    current = _as_json(cfg)
     if method is not None and method != "policy-gnn-plus":
+        saved = {k: v for k, v in saved.items() if not k.startswith("plus_")}
         current = {k: v for k, v in current.items() if not k.startswith("plus_")}
-    return all(saved[k] == v if k in saved else v == defaults[k] for k, v in current.items())
+    return saved == current
+
+
+def is_current_record(record) -> bool:
+    """Whether `record` is a run's results.json as this version writes it."""
+    fields = {"config", "seeds", "method", "test_metric", "dataset_fingerprint", "seed_mode"}
+    return isinstance(record, dict) and fields <= set(record)
 
 
 def run_or_load(
     out: pathlib.Path, ds, cfg, method, seeds, seed_mode=None, seed=0, replace=False
 ) -> dict:
     """Runs one sweep unless a matching results.json is already saved there (same data, config,
-    seeds, method and seed mode, None meaning the backend's, `runner.seed_mode_for`; records
-    that name no mode were all vmapped).
+    seeds, method and seed mode, None meaning the backend's, `runner.seed_mode_for`).
     A saved run of anything else is replaced only with `replace` (`--overwrite`): never lost
     silently."""
     made, seed_mode = not out.exists(), runner.seed_mode_for(seed_mode)
@@ -55,16 +56,17 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
     path = out / "results.json"
     if path.exists():
         record = outputs.read_json(path)  # a truncated file is named, with what to do
-        if not isinstance(record, dict) or not {"config", "seeds", "method"} <= set(record):
+        current = is_current_record(record)
+        if not current and not replace:
             raise outputs.CheckpointError(
-                f"{path} is not the results.json of a run (it holds {str(record)[:60]}): move "
-                f"it away, or pass --overwrite to replace it."
+                f"{path} is not the results.json of a run of this version of policy-gnn-jax "
+                f"(it holds {str(record)[:60]}): move it away, or pass --overwrite to replace it."
             )
-        differs = _differences(record, ds, cfg, method, seeds, seed_mode)
-        if not differs:
+        differs = _differences(record, ds, cfg, method, seeds, seed_mode) if current else []
+        if current and not differs:
             print(f"reusing {path}: {methods.summary_line(record)}")
             return record
-        if not replace:
+        if current and not replace:
             raise outputs.CheckpointError(
                 f"{path} holds another run (its {', '.join(differs[:4])} differ from this "
                 f"command's); nothing was replaced. Pass --overwrite to replace it, or use "
@@ -81,14 +83,12 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
 
 def _differences(record: dict, ds, cfg, method, seeds, seed_mode) -> list[str]:
     """What makes a saved run another one than this command's, by name. The data too: a
-    dataset given as a path may hold another graph now (runs saved before the record had a
-    fingerprint are taken at their word)."""
+    dataset given as a path may hold another graph now."""
     found = [] if configs_match(record["config"], cfg, method) else ["config"]
-    saved = record.get("dataset_fingerprint")
-    found += ["data"] if saved is not None and saved != ds.fingerprint() else []
+    found += ["data"] if record["dataset_fingerprint"] != ds.fingerprint() else []
     found += ["seeds"] if record["seeds"] != seeds else []
     found += ["method"] if record["method"] != method else []
-    found += ["seed mode"] if record.get("seed_mode", "vmap") != seed_mode else []
+    found += ["seed mode"] if record["seed_mode"] != seed_mode else []
     return found
 
 
