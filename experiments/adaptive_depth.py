@@ -32,8 +32,10 @@ from policy_gnn_jax.contrib.reproduction.runs import (
 from policy_gnn_jax.contrib.study_shapes import (
     ABLATION_FILE,
     ADAPTIVE_DEPTH_FILE,
+    HEADROOM_FILE,
     ablation_shape,
     adaptive_depth_shape,
+    headroom_shape,
 )
 from policy_gnn_jax.runtime import outputs, records, runner, study_files
 
@@ -150,9 +152,20 @@ def results(args) -> None:
     ablation = _read_object(args.ablation_json, "the ablation", "adaptive_depth.py ablate")
     headroom = _read_object(args.headroom_json, "the headroom analysis",
                             "experiments/reproduce.py headroom")  # fmt: skip
+    if not headroom_shape(pg.config.BACKBONES)(headroom):
+        raise outputs.CheckpointError(
+            f"{args.headroom_json} is not {HEADROOM_FILE} as this version writes it: make it "
+            f"again with experiments/reproduce.py headroom."
+        )
     entries, missing = [], []
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)
+        if ds.metric != "accuracy":  # the headroom rows beside the runs are accuracies
+            raise data.DataError(
+                f"{name} is scored by {ds.metric}, and this table sets runs beside headroom rows "
+                f"in accuracy: compare on it with experiments/heterophily.py, which keeps them "
+                f"apart."
+            )
         chosen = ablation.get(f"{name}/decoupled", {}).get("chosen_by_val")
         if not isinstance(chosen, dict):
             raise outputs.CheckpointError(

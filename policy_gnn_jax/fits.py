@@ -222,6 +222,8 @@ class Fit:
             "dataset_fingerprint": self.dataset.fingerprint(),
             "run_fingerprint": self._run_fingerprint(self.config, self.dataset, self.record),
             "num_leaves": len(leaves),
+            # numpy stores types it cannot name (bfloat16) as raw bytes: `load` checks the names.
+            "dtypes": [str(np.asarray(leaf).dtype) for leaf in leaves],
         }
         custom = [part for part in ("backbone", "agent") if getattr(self, f"custom_{part}")]
         if custom:  # `load` needs them back: they are code, not saved
@@ -286,7 +288,7 @@ def load(
     like = _snapshot_structure(meta["method"], config, ds, int(record["seeds"]), backbone, agent)
     treedef = jax.tree.structure(like)
     wanted = jax.tree.leaves(like)
-    if len(leaves) == len(wanted):
+    if meta["dtypes"] == [str(np.dtype(x.dtype)) for x in wanted]:
         leaves = [checkpoint.as_stored(leaf, x.dtype) for leaf, x in zip(leaves, wanted)]
     if [(leaf.shape, leaf.dtype) for leaf in leaves] != [(x.shape, x.dtype) for x in wanted]:
         if backbone is not None or agent is not None:

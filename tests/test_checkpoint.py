@@ -175,3 +175,16 @@ def test_parameters_of_a_type_numpy_cannot_name_resume_as_saved(tmp_path):
     ck.close()
     assert state["w"].dtype == jnp.bfloat16
     np.testing.assert_array_equal(state["w"].view(np.uint16), w.view(np.uint16))
+
+
+def test_parameters_of_another_two_byte_type_are_refused_not_reinterpreted(tmp_path):
+    """bfloat16 bits read as float16 would resume another model: the saved type is compared."""
+    import jax.numpy as jnp
+
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    ck.save(1, 1, {"w": np.asarray(jnp.ones(3, jnp.bfloat16))}, {})
+    ck.close()
+    ck = checkpoint.Checkpointer(tmp_path / "c", "run")
+    with pytest.raises(pg.CheckpointError, match="another version"):
+        ck.restore({"w": np.zeros(3, jnp.float16)}, lambda u: {})
+    ck.close()

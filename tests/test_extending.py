@@ -146,3 +146,24 @@ def test_a_fit_of_a_bfloat16_backbone_saves_and_loads(example, tmp_path):
     for a, b in zip(jax.tree.leaves(fit.params), jax.tree.leaves(same.params), strict=True):
         assert b.dtype == jnp.bfloat16
         np.testing.assert_array_equal(np.asarray(a).view(np.uint16), np.asarray(b).view(np.uint16))
+
+
+def test_a_bfloat16_fit_loaded_with_a_float16_backbone_is_refused(example, tmp_path):
+    """The same shapes in another two-byte type are other parameters, not a reinterpretation."""
+
+    class Half(nn.Module):
+        param_dtype: object
+
+        @nn.compact
+        def __call__(self, g, *, train):
+            dense = nn.Dense(g.num_classes, dtype=jnp.float32, param_dtype=self.param_dtype)
+            return dense(g.features)[None]
+
+    ds = example["ds"]
+    bf16 = pg.flax_backbone(Half(jnp.bfloat16), optax.adam(0.05), 2, 2)
+    fit = pg.fit(ds, pg.Config.tiny(epochs=3, depth=2), method="gcn", backbone=bf16, seeds=1,
+                 progress=False)  # fmt: skip
+    fit.save(tmp_path / "fit")
+    f16 = pg.flax_backbone(Half(jnp.float16), optax.adam(0.05), 2, 2)
+    with pytest.raises(pg.CheckpointError, match="shapes or types"):
+        pg.load(tmp_path / "fit", backbone=f16)

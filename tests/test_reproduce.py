@@ -101,22 +101,32 @@ def test_a_saved_config_matches_only_with_every_field_equal(tiny_config, reprodu
     assert not reproduce_module.configs_match(changed, tiny_config)
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda r: r.update(test_accuracy=r.pop("test_metric")),  # another version's names
+        lambda r: r.update(test_metric=None),
+        lambda r: r.update(config=[1]),
+        lambda r: r.pop("val_metric"),
+    ],
+)
 def test_a_run_saved_by_another_version_is_refused_then_replaced_when_asked(
-    small_dataset, tiny_config, tmp_path, reproduce_module
+    small_dataset, tiny_config, tmp_path, reproduce_module, damage
 ):
-    """A results.json whose scores are named otherwise (another version's) is never reused, which
-    would end in a missing key: it is refused in one line, and run again under --overwrite."""
+    """A results.json of another version (scores named otherwise), or a damaged one, is never
+    reused, which would end in a traceback: it is refused in one line, and run again under
+    --overwrite."""
     import dataclasses
 
     cfg = dataclasses.replace(tiny_config, depth=1, epochs=3)
     reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap")
     path = tmp_path / "results.json"
     saved = json.loads(path.read_text())
-    saved["test_accuracy"] = saved.pop("test_metric")
+    damage(saved)
     path.write_text(json.dumps(saved))
     with pytest.raises(pg.CheckpointError, match="not the results.json of a run of this version"):
         reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap")
-    assert "test_accuracy" in json.loads(path.read_text())  # untouched
+    assert json.loads(path.read_text()) == saved  # untouched
     rerun = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap",
                                          replace=True)  # fmt: skip
     assert "test_metric" in rerun and "test_metric" in json.loads(path.read_text())

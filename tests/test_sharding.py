@@ -119,6 +119,8 @@ def test_the_command_makes_one_host_device_per_core_unless_told(monkeypatch):
         ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # v1
         ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, 8),
         ({}, 8),  # no cgroup files: the affinity alone
+        ({"cpu.max": "200000 0\n"}, 8),  # a period no kernel writes: no quota read
+        ({"cpu.max": "200000 -100000\n"}, 8),
     ],
 )
 def test_the_host_devices_follow_a_containers_cpu_quota(monkeypatch, tmp_path, files, cores):

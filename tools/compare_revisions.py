@@ -91,6 +91,7 @@ RENAMED = {
     "val_accuracy": "val_metric",
     "val_accuracy_curve": "val_metric_curve",
     "val_accuracy_note": "val_metric_note",
+    "policy_half_accuracy_curve": "policy_half_metric_curve",
 }
 
 

@@ -56,7 +56,8 @@ def _cpu_quota() -> float | None:
         else:
             quota = (CGROUP / "cpu" / "cpu.cfs_quota_us").read_text().strip()
             period = (CGROUP / "cpu" / "cpu.cfs_period_us").read_text().strip()
-        return int(quota) / int(period) if quota not in ("max", "-1") and int(quota) > 0 else None
+        quota, period = (-1, 1) if quota == "max" else (int(quota), int(period))
+        return quota / period if quota > 0 and period > 0 else None
     except (OSError, ValueError):
         return None
 

@@ -18,12 +18,17 @@ def _dict_of_dicts(value) -> bool:
 
 
 def headroom_shape(backbones) -> Callable[[object], bool]:
-    """reproduce.py headroom: {backbone: {dataset: analysis}}."""
+    """reproduce.py headroom: {backbone: {dataset: analysis}}, its rows in accuracy."""
     return lambda v: (
         _dict_of_dicts(v)
         and set(v) <= set(backbones)
-        and all(_dict_of_dicts(e) for e in v.values())
+        and all(_dict_of_dicts(e) and all(map(_is_analysis, e.values())) for e in v.values())
     )
+
+
+def _is_analysis(analysis: dict) -> bool:
+    best = analysis.get("best_fixed_depth_by_val")
+    return isinstance(best, dict) and "test_accuracy" in best and "val_accuracy" in best
 
 
 def adaptive_depth_shape(value) -> bool:

@@ -109,7 +109,8 @@ class Checkpointer:
             return None
         try:
             meta = json.loads((self.directory / str(step) / "meta.json").read_text())
-            if not isinstance(meta, dict) or not {"chunks_done", "units_done"} <= set(meta):
+            fields = {"chunks_done", "units_done", "dtypes"}
+            if not isinstance(meta, dict) or not fields <= set(meta):
                 raise ValueError("meta.json is not a checkpoint's")
         except (OSError, ValueError) as err:
             raise self._corrupt(step, err) from None
@@ -124,7 +125,7 @@ class Checkpointer:
             "metrics": metrics_like_fn(meta["units_done"]),
         }
         try:
-            restored = _read_arrays(self.directory / str(step) / "run.npz", target)
+            restored = _read_arrays(self.directory / str(step) / "run.npz", target, meta["dtypes"])
         except Exception as err:  # truncated or damaged: zip, npy and key errors alike
             raise self._corrupt(step, err) from None
         state = data_to_keys(restored["state"], state_like)
@@ -149,8 +150,8 @@ class Checkpointer:
     def _corrupt(self, step, err) -> CheckpointError:
         if isinstance(err, _OtherStateError):
             reason = (
-                "its state has other fields or shapes: another version of policy-gnn-jax, or "
-                "another backbone or agent of your own, wrote it"
+                "its state has other fields, shapes or types: another version of policy-gnn-jax, "
+                "or another backbone or agent of your own, wrote it"
             )
         else:
             detail = " ".join(str(err).split())
@@ -181,6 +182,8 @@ class Checkpointer:
             partial.mkdir()
             named = jax.tree_util.tree_flatten_with_path(run)[0]
             arrays = {jax.tree_util.keystr(path): np.asarray(x) for path, x in named}
+            # numpy stores types it cannot name (bfloat16) as raw bytes: the names go beside.
+            meta = {**meta, "dtypes": {name: str(a.dtype) for name, a in arrays.items()}}
             with open(partial / "run.npz", "wb") as f:
                 np.savez(f, **arrays)
                 _flush(f)
@@ -218,16 +221,18 @@ KEEP = 2  # the newest steps kept: the last one may be cut short by a crash
 
 
 class _OtherStateError(ValueError):
-    """A checkpoint's arrays are not this run's state (other fields or shapes)."""
+    """A checkpoint's arrays are not this run's state (other fields, shapes or types)."""
 
 
-def _read_arrays(path: pathlib.Path, target):
+def _read_arrays(path: pathlib.Path, target, dtypes: dict):
     """The tree `target` (of ShapeDtypeStructs) with the arrays of `path`, checked against it
-    by each leaf's path in the tree, shape and dtype."""
+    by each leaf's path in the tree, shape and dtype (`dtypes`: the names saved beside)."""
     named, treedef = jax.tree_util.tree_flatten_with_path(target)
     if not zipfile.is_zipfile(path):  # else numpy would suggest unpickling it
         raise ValueError(f"{path.name} is not an .npz archive: damaged or cut short")
     want = {jax.tree_util.keystr(p): (tuple(x.shape), np.dtype(x.dtype)) for p, x in named}
+    if dtypes != {name: str(dtype) for name, (_, dtype) in want.items()}:
+        raise _OtherStateError()
     with np.load(path, allow_pickle=False) as stored:
         arrays = {
             name: as_stored(stored[name], want[name][1]) if name in want else stored[name]
@@ -240,7 +245,8 @@ def _read_arrays(path: pathlib.Path, target):
 
 def as_stored(array: np.ndarray, dtype) -> np.ndarray:
     """`array` read from an .npz as `dtype`, where numpy wrote that type as raw records (it has no
-    name for JAX's bfloat16 or float8 types); any other array as it is."""
+    name for JAX's bfloat16 or float8 types); any other array as it is. The caller has checked
+    that `dtype` is the type saved."""
     dtype = np.dtype(dtype)
     raw = array.dtype.type is np.void and dtype.type is not np.void
     if raw and array.dtype.itemsize == dtype.itemsize:

@@ -29,11 +29,12 @@ def reusable_record(
         record = saved_fit.saved_record_of(folder, ds, config, method, seeds, seed, seed_mode)
     except CheckpointError as err:
         if overwrite:
-            print(f"warning: {folder} is damaged; it is trained again ({err})", file=sys.stderr)
+            print(f"warning: {folder} cannot be reused; it is trained again ({err})",
+                  file=sys.stderr)  # fmt: skip
             return None
         raise CheckpointError(
-            f"{folder} holds a damaged {what} ({err}) Delete {folder}, or pass --overwrite to "
-            f"train it again."
+            f"{folder} holds a {what} that cannot be reused, damaged or of another version "
+            f"({err}) Delete {folder}, or pass --overwrite to train it again."
         ) from None
     if record is None:
         return None

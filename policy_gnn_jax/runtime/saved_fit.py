@@ -231,7 +231,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"{folder}/fit.json is not the fit.json of a saved fit (it holds "
             f"{type(meta).__name__} {str(meta)[:60]}): save the fit again."
         )
-    if meta.get("format") in range(1, FORMAT):
+    if type(meta.get("format")) is int and 1 <= meta["format"] < FORMAT:  # not True, not 3.0
         who = "policy-gnn-jax 0.2 or earlier" if meta["format"] < 3 else "another version"
         raise CheckpointError(
             f"{folder} is a fit saved by {who} (format {meta['format']}), "
@@ -296,6 +296,7 @@ def _check_meta(folder: pathlib.Path, meta: dict) -> None:
         "config": dict,
         "dataset_fingerprint": str,
         "num_leaves": int,
+        "dtypes": list,
         "custom": list,
         "files": dict,
     }

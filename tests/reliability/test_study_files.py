@@ -131,8 +131,13 @@ def test_a_saved_fits_results_json_is_never_merged_into(
     pg.load(saved)
 
 
+# The last: a headroom file whose rows are named as run records, not as the accuracies they are.
+OTHER_NAMES = {"gcn": {"cora": {"best_fixed_depth_by_val": {"test_metric": {}, "val_metric": {}}}}}
+
+
 @pytest.mark.parametrize(("script", "what", "flag"), STUDY_FILES)
-@pytest.mark.parametrize("held", [{"dataset": "cora", "config": {}}, [1, 2], {"gcn": [1]}])
+@pytest.mark.parametrize("held", [{"dataset": "cora", "config": {}}, [1, 2], {"gcn": [1]},
+                                  OTHER_NAMES])  # fmt: skip
 def test_a_json_of_another_shape_is_refused_before_any_sweep(
     experiment, reproduce_module, tmp_path, capsys, script, what, flag, held
 ):

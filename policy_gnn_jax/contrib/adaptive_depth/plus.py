@@ -177,7 +177,7 @@ def backbone_loss(ctx: PlusContext, params, g, key, depth_index) -> jax.Array:
     return jnp.mean(loss(nodes, depth_index + ctx.config.min_depth))
 
 
-def selection_accuracy(g, probs, policy, node_signals, nodes) -> jax.Array:
+def selection_score(g, probs, policy, node_signals, nodes) -> jax.Array:
     """The graph's metric on `nodes` at the bandit's greedy depths."""
     chosen = bandit.greedy(policy, node_signals[nodes])
     picked = jnp.take_along_axis(probs[:, nodes], chosen[None, :, None], axis=0)[0]
@@ -209,8 +209,8 @@ def epoch_step(ctx: PlusContext, data: PlusData, state: PlusState, _=None):
         cfg.plus_l2,
     )
     # 3. Selection on the other half, which trains nothing.
-    val = selection_accuracy(g, probs, policy, node_signals, state.select_nodes)
-    policy_acc = selection_accuracy(g, probs, policy, node_signals, nodes)
+    val = selection_score(g, probs, policy, node_signals, state.select_nodes)
+    policy_score = selection_score(g, probs, policy, node_signals, nodes)
     better = val > state.best_val  # ties keep the earliest
     new = state.replace(
         params=params,
@@ -229,7 +229,7 @@ def epoch_step(ctx: PlusContext, data: PlusData, state: PlusState, _=None):
         "loss": loss,
         "bandit_loss": policy_loss,
         "val_metric": val,
-        "policy_half_accuracy": policy_acc,
+        "policy_half_metric": policy_score,
         # Finite parameters can still give non-finite outputs (e.g. after a huge step); either
         # way the backbone is the cause, not the bandit that reads its outputs.
         "backbone_finite": all_finite(params) & jnp.all(jnp.isfinite(probs)),
@@ -296,8 +296,8 @@ def record_fields(config, metrics, results) -> dict:
         "val_metric_curve": {
             "per_epoch_mean_over_seeds": metrics["val_metric"].mean(0).tolist(),
         },
-        "policy_half_accuracy_curve": {
-            "per_epoch_mean_over_seeds": metrics["policy_half_accuracy"].mean(0).tolist(),
+        "policy_half_metric_curve": {
+            "per_epoch_mean_over_seeds": metrics["policy_half_metric"].mean(0).tolist(),
         },
     }
 

@@ -27,9 +27,15 @@ def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None
 
 
 def is_current_record(record) -> bool:
-    """Whether `record` is a run's results.json as this version writes it."""
-    fields = {"config", "seeds", "method", "test_metric", "dataset_fingerprint", "seed_mode"}
-    return isinstance(record, dict) and fields <= set(record)
+    """Whether `record` is a run's results.json as this version writes it: the fields that
+    readers take, of their types (another version's, or a damaged one, is not reused)."""
+    if not isinstance(record, dict):
+        return False
+    kinds = {"config": dict, "seeds": int, "method": str, "dataset_fingerprint": str,
+             "seed_mode": str, "test_metric": dict, "val_metric": dict}  # fmt: skip
+    if not all(isinstance(record.get(k), kind) for k, kind in kinds.items()):
+        return False
+    return all({"mean", "std", "per_seed"} <= set(record[k]) for k in ("test_metric", "val_metric"))
 
 
 def run_or_load(

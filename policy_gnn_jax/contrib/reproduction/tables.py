@@ -42,6 +42,12 @@ def _paper(row, name) -> str:
     return f" (paper {mean:.3f}" + (f" ± {std:.3f})" if std is not None else ")")
 
 
+def score_label(runs) -> str:
+    """What a table's cells are: "Test accuracy", or the metrics of its datasets' runs."""
+    names = sorted({records.METRIC_NAMES[r["metric"]] for r in runs})
+    return "Test accuracy" if names == ["accuracy"] else f"Test {' or '.join(names)} per dataset"
+
+
 def best_fixed_depth(runs: dict) -> str:
     """The fixed-depth run with the best mean VALIDATION accuracy (test is never looked at)."""
     depths = [k for k in runs if k.startswith("gcn-d")]
@@ -177,7 +183,8 @@ def table(args) -> None:
         for r in runs.values()
     }
     notes = [
-        f"\nTest accuracy, mean ± std over {'/'.join(map(str, sorted(seeds)))} seeds, honest "
+        f"\n{score_label(r for runs in results.values() for r in runs.values())}, mean ± std "
+        f"over {'/'.join(map(str, sorted(seeds)))} seeds, honest "
         f"protocol (docs/algorithm.md section 5): every model selected on validation, test "
         f"labels read once; "
         f"policy runs of {'/'.join(map(str, sorted(episodes)))} episodes; "
@@ -239,7 +246,7 @@ def ablations(args) -> None:
         "| Variant | " + " | ".join(args.datasets) + " |",
         "|---|" + "---|" * len(args.datasets),
     ]
-    record, backends = {}, set()
+    record, backends, made = {}, set(), []
     for name in args.datasets:
         ds = data.load_dataset(name, data_dir=args.data_dir)
         folder = run_cache.dataset_folder(out, name)
@@ -251,6 +258,7 @@ def ablations(args) -> None:
                 replace=args.overwrite,
             )  # fmt: skip
             backends.add(f"{r['versions']['jax_backend']} (jax {r['versions']['jax']})")
+            made.append(r)
             record.setdefault(key, {})[name] = {
                 "test_metric": r["test_metric"],
                 "val_metric": r["val_metric"],
@@ -263,7 +271,8 @@ def ablations(args) -> None:
         cells = [f"{fmt(r['test_metric'])} (val {r['val_metric']['mean']:.3f})" for r in runs]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + (
-        f"\n\nTest accuracy, mean ± std over {args.seeds} seeds (validation mean in brackets), "
+        f"\n\n{score_label(made)}, mean ± std over {args.seeds} seeds (validation mean in "
+        "brackets), "
         "honest protocol; one change at a time from the paper's defaults; runs made on JAX "
         f"backend {', '.join(sorted(backends))}.\n"
     )
