@@ -348,8 +348,10 @@ def test_the_adaptive_depth_table_takes_only_runs_of_its_backbone_and_seed_count
     """`results` takes only runs of its backbone and seed count, not whatever preset or seed count
     ran last in the cache."""
     mismatch = functools.partial(adaptive_depth_module._mismatch, ds=small_dataset)
+    score = {"mean": 0.5, "std": 0.0, "per_seed": [0.5] * 10}
     record = {"config": {"backbone": "gcn"}, "seeds": 10, "method": "gcn", "seed_mode": "map",
-              "test_metric": {}, "dataset_fingerprint": small_dataset.fingerprint()}  # fmt: skip
+              "test_metric": score, "val_metric": score,
+              "dataset_fingerprint": small_dataset.fingerprint()}  # fmt: skip
     assert mismatch(record, "gcn", 10) is None
     another_version = {k: v for k, v in record.items() if k != "test_metric"}
     assert "this version" in mismatch({**another_version, "test_accuracy": {}}, "gcn", 10)

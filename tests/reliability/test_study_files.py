@@ -221,8 +221,10 @@ def test_the_adaptive_depth_table_takes_no_run_of_another_graph_of_the_same_name
     """`results --datasets g2/cora` does not read results/reproduce/cora, the built-in Cora's runs,
     as that graph's rows: the data fingerprint is compared."""
     adaptive = experiment("adaptive_depth")
+    score = {"mean": 0.5, "std": 0.0, "per_seed": [0.5]}
     record = {"config": {"backbone": "gcn"}, "seeds": 1, "dataset_fingerprint": "0" * 64,
-              "method": "gcn", "seed_mode": "map", "test_metric": {}}  # fmt: skip
+              "method": "gcn", "seed_mode": "map",
+              "test_metric": score, "val_metric": score}  # fmt: skip
     assert "data" in adaptive._mismatch(record, "gcn", 1, small_dataset)
     record["dataset_fingerprint"] = small_dataset.fingerprint()
     assert adaptive._mismatch(record, "gcn", 1, small_dataset) is None
@@ -339,3 +341,19 @@ def test_the_headroom_json_refusal_names_the_file_given(reproduce_module, tmp_pa
             str(out), "--headroom-json", str(out / "headroom.md")]  # fmt: skip
     assert reproduce_module.main(argv) == 2
     assert "headroom.md" in capsys.readouterr().err.split("is this run's own")[-1]
+
+
+def test_the_adaptive_depth_table_refuses_a_graph_not_scored_by_accuracy(tmp_path):
+    """Its table sets runs beside headroom rows in accuracy: on a two-class graph (ROC AUC) that
+    would compare two metrics under one name."""
+    from test_splits import _benchmark_file
+
+    graph = _benchmark_file(tmp_path / "two_classes.npz", n=90, classes=2)
+    for name in ("a.json", "h.json"):
+        (tmp_path / name).write_text("{}")
+    done = run_python("experiments/adaptive_depth.py", "results", "--datasets", str(graph),
+                      "--seeds", "1", "--ablation-json", str(tmp_path / "a.json"),
+                      "--headroom-json", str(tmp_path / "h.json"), "--results-json",
+                      str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))  # fmt: skip
+    assert done.returncode == 2 and "scored by roc_auc" in done.stderr, done.stderr[-1500:]
+    assert not list((tmp_path / "o").rglob("results.json"))  # nothing trained
