@@ -22,6 +22,7 @@ import sys
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish, use_every_core
+from policy_gnn_jax.contrib.adaptive_depth.plus_config import PlusConfig
 from policy_gnn_jax.contrib.reproduction.figures import save_figure
 from policy_gnn_jax.contrib.reproduction.runs import (
     dataset_folder,
@@ -47,10 +48,10 @@ SWITCHES = {
 }
 
 
-def plus_config(name: str, backbone: str, **overrides) -> pg.Config:
+def plus_config(name: str, backbone: str, **overrides) -> PlusConfig:
     if backbone == "decoupled":
-        return pg.Config.decoupled(dataset=name, **overrides)
-    return pg.Config.paper(backbone=backbone, **overrides)
+        return PlusConfig.decoupled(dataset=name, **overrides)
+    return PlusConfig.paper(backbone=backbone, **overrides)
 
 
 def ablate(args) -> None:

@@ -145,7 +145,7 @@ def _warn_unread_switches(entry: methods.Method, given: config_lib.Config) -> No
     """A switch turned on that the method never reads, or that it turns off (`prepare`), is
     said: the run is not what the config asked for (the command line says the same of its
     flags). Other fields a method ignores are not: one config serves several methods."""
-    default, ran = config_lib.Config(), entry.prepare(given)
+    default, ran = type(given)(), entry.prepare(given)
     for field in (f.name for f in dataclasses.fields(given)):
         if getattr(given, field) is not True or getattr(default, field) is True:
             continue

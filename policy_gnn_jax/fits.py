@@ -269,7 +269,7 @@ def load(
     meta, record, ds, leaves = saved_fit.read(directory)
     out = pathlib.Path(directory)
     try:
-        config = config_from_dict(meta["config"])
+        config = config_from_dict(meta["config"], methods.get(meta["method"]).config_type)
     except config_lib.ConfigError as err:
         raise outputs.CheckpointError(
             f"{out}/fit.json holds a config this version cannot use ({err}): save the fit again."

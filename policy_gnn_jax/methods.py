@@ -73,6 +73,7 @@ class Method:
         draws its depths with it).
       takes_backbone, takes_agent: whether a custom `Backbone` / `Agent` may be passed.
       ignores: `Config` fields the method never reads (`--set` on one is warned about).
+      config_type: the `Config` class of the method's runs (a subclass adds its own fields).
     """
 
     name: str
@@ -91,6 +92,7 @@ class Method:
     takes_backbone: bool = True
     takes_agent: bool = False
     ignores: frozenset[str] = frozenset()
+    config_type: type[config_lib.Config] = config_lib.Config
 
     def describe(self, config: config_lib.Config) -> str:
         return self.label(config) if self.label else self.name
@@ -211,7 +213,6 @@ def _with_policy(random_policy: bool, config):
     return dataclasses.replace(config, random_policy=random_policy)
 
 
-_PLUS_FIELDS = config_lib.SECTIONS["policy_gnn_plus"]
 # The MDP's own fields; the depth range (min/max_depth) is every policy's.
 MDP_ONLY_FIELDS = (
     *(f for f in config_lib.SECTIONS["mdp"] if f not in ("min_depth", "max_depth")),
@@ -230,7 +231,7 @@ _MDP = dict(
     uses_eval_keys=True,
     takes_agent=True,
     # random_policy: each MDP method sets it (`prepare`), whatever the config said.
-    ignores=frozenset(("depth", "epochs", "random_policy", *_PLUS_FIELDS)),
+    ignores=frozenset(("depth", "epochs", "random_policy")),
 )
 POLICY_GNN = register(
     Method(name="policy-gnn", prepare=functools.partial(_with_policy, False), **_MDP)
@@ -276,7 +277,7 @@ FIXED_DEPTH = register(
         record_fields=_fixed_record_fields,
         label=lambda config: f"gcn depth {config.depth}",
         # The depth range is the policies'; the baseline trains `depth` alone.
-        ignores=frozenset(("min_depth", "max_depth", *MDP_ONLY_FIELDS, *_PLUS_FIELDS)),
+        ignores=frozenset(("min_depth", "max_depth", *MDP_ONLY_FIELDS)),
     )
 )
 

@@ -13,6 +13,7 @@ import pytest
 import policy_gnn_jax as pg
 from policy_gnn_jax import graph
 from policy_gnn_jax.contrib.adaptive_depth import bandit, plus
+from policy_gnn_jax.contrib.adaptive_depth.plus_config import PlusConfig
 
 
 def test_rewards_by_hand():
@@ -42,7 +43,7 @@ def test_bandit_learns_which_depth_pays(kind):
 
 
 def _tiny_plus_config(**overrides):
-    return pg.Config.tiny(
+    return PlusConfig.tiny(
         backbone="decoupled", min_depth=0, max_depth=4, hidden=8, epochs=12, **overrides
     )
 
@@ -115,7 +116,18 @@ def test_policy_gnn_plus_end_to_end_and_predictions(small_dataset, tmp_path):
 )
 def test_plus_config_refuses_bad_values(overrides, message):
     with pytest.raises(pg.ConfigError, match=message):
-        pg.Config(**overrides)
+        PlusConfig(**overrides)
+
+
+def test_the_plus_switches_are_policy_gnn_plus_s_own():
+    """`Config` holds no Policy-GNN+ switch; a plain Config runs Policy-GNN+ at its defaults,
+    and a PlusConfig is still a Config (every other method takes it)."""
+    with pytest.raises(pg.ConfigError, match="no field 'plus_signals'"):
+        pg.Config(plus_signals="graph")
+    plain = pg.Config.tiny(hidden=8)
+    assert PlusConfig.of(plain) == PlusConfig.tiny(hidden=8)
+    assert PlusConfig.of(plain).plus_signals == "depth"
+    assert isinstance(PlusConfig.tiny(plus_signals="graph"), pg.Config)
 
 
 def test_a_diverging_backbone_is_blamed_not_the_bandit(small_dataset):

@@ -130,30 +130,3 @@ def test_a_run_saved_by_another_version_is_refused_then_replaced_when_asked(
     rerun = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap",
                                          replace=True)  # fmt: skip
     assert "test_metric" in rerun and "test_metric" in json.loads(path.read_text())
-
-
-def test_the_plus_fields_are_ignored_for_methods_that_never_read_them(
-    small_dataset, tiny_config, reproduce_module
-):
-    """`plus_*` fields configure policy-gnn-plus only: a Policy-GNN run saved before their
-    defaults changed is the same run (checked here by running it both ways), so it is reused;
-    for policy-gnn-plus itself a changed `plus_*` field is a different run."""
-    import dataclasses
-
-    from policy_gnn_jax import api as pg
-
-    cfg = dataclasses.replace(tiny_config, num_episodes=2)
-    other = dataclasses.replace(cfg, plus_signals="all", plus_reward="loglik", plus_lr=0.5)
-    runs = [
-        pg.fit(small_dataset, c, method="policy-gnn", seeds=1, progress=False) for c in (cfg, other)
-    ]
-    assert runs[0].record["test_metric"] == runs[1].record["test_metric"]
-    assert runs[0].record["val_metric"] == runs[1].record["val_metric"]
-
-    saved = json.loads(json.dumps(dataclasses.asdict(other)))
-    for method in ("policy-gnn", "random", "gcn"):
-        assert reproduce_module.configs_match(saved, cfg, method)
-    assert not reproduce_module.configs_match(saved, cfg, "policy-gnn-plus")
-    assert not reproduce_module.configs_match(saved, cfg)  # no method named: every field counts
-    saved["hidden"] += 1  # any other field still counts
-    assert not reproduce_module.configs_match(saved, cfg, "policy-gnn")

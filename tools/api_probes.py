@@ -6,6 +6,7 @@ raise one ValueError, FloatingPointError or DataError whose message names the pr
 
 API_PRELUDE = """
 import warnings, numpy as np, policy_gnn_jax as pg
+from policy_gnn_jax.contrib.adaptive_depth.plus_config import PlusConfig
 warnings.simplefilter("ignore")
 rng = np.random.default_rng(0)
 n = 60
@@ -58,8 +59,8 @@ API_PROBES = [
     ("API: Config(dropout=1.0)", "pg.Config(dropout=1.0)"),
     ("API: depth 0 on the GCN backbone", "pg.Config(min_depth=0)"),
     ("API: unknown backbone", "pg.Config(backbone='gat')"),
-    ("API: Policy-GNN+ switch misspelt", "pg.Config(plus_train_depths='some')"),
-    ("API: Policy-GNN+ policy half of 100%", "pg.Config(plus_policy_fraction=1.0)"),
+    ("API: Policy-GNN+ switch misspelt", "PlusConfig(plus_train_depths='some')"),
+    ("API: Policy-GNN+ policy half of 100%", "PlusConfig(plus_policy_fraction=1.0)"),
     (
         "API: predict node out of range",
         "ds = pg.from_arrays(x, e, labels, tr, va, te); "

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import sys
 import textwrap
@@ -19,8 +20,22 @@ def _sections_text() -> str:
             f"{section}: {', '.join(names)}", 100, initial_indent="  ", subsequent_indent="    "
         )
         + "\n"
-        for section, names in config_lib.SECTIONS.items()
+        for section, names in _sections().items()
     )
+
+
+def _sections() -> dict[str, tuple[str, ...]]:
+    """`Config`'s fields by section, then each method's own config's fields under its name."""
+    sections = dict(config_lib.SECTIONS)
+    for name in methods.names():
+        sections[name] = _own_fields(methods.get(name).config_type)
+    return {section: names for section, names in sections.items() if names}
+
+
+def _own_fields(config_type) -> tuple[str, ...]:
+    """The fields a method's config type adds to `Config`."""
+    shared = {f.name for f in dataclasses.fields(config_lib.Config)}
+    return tuple(f.name for f in dataclasses.fields(config_type) if f.name not in shared)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,9 +184,10 @@ _FIELD_FLAGS = {
     "episodes-per-call": dict(type=int),
     "transition": dict(choices=config_lib.TRANSITIONS),
     "fanouts": dict(),
-    "plus-train-depths": dict(choices=config_lib.PLUS_TRAIN_DEPTHS),
-    "plus-signals": dict(choices=config_lib.PLUS_SIGNALS),
-    "plus-reward": dict(choices=config_lib.PLUS_REWARDS),
+    # Policy-GNN+'s (its PlusConfig checks the values); other methods do not read them.
+    "plus-train-depths": dict(),
+    "plus-signals": dict(),
+    "plus-reward": dict(),
 }
 
 
@@ -209,18 +225,26 @@ def _add_hidden_flags(p: argparse.ArgumentParser) -> None:
 def config_from_args(args) -> config_lib.Config:
     """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given,
     then every `--set FIELD=VALUE` (last, so it wins; `flag_fields` names each it replaced)."""
-    overrides = config_lib.parse_overrides(args.set)
+    entry = methods.get(args.method)
+    overrides = config_lib.parse_overrides(args.set, entry.config_type)
     # --set backbone= picks the preset too
     backbone = overrides.get("backbone", args.backbone or config_lib.Config.backbone)
     if backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
-        preset = functools.partial(config_lib.Config.decoupled, dataset=args.dataset)
+        preset = functools.partial(entry.config_type.decoupled, dataset=args.dataset)
     else:
-        preset = config_lib.Config
+        preset = entry.config_type
     values = dict(backbone=backbone)
-    ignored = methods.get(args.method).ignores  # warned about, and not applied
+    ignored = unread_fields(entry)  # warned about, and not applied
     values.update({field: value for _, field, value in flag_fields(args) if field not in ignored})
     values.update(overrides)
     return preset(**values)
+
+
+def unread_fields(entry: methods.Method) -> frozenset[str]:
+    """The fields a method never reads: its `ignores`, and what its config type does not have."""
+    known = {f.name for f in dataclasses.fields(entry.config_type)}
+    flagged = {flag.replace("-", "_") for flag in _FIELD_FLAGS}
+    return entry.ignores | (flagged - known)
 
 
 def flag_fields(args) -> list[tuple[str, str, object]]:
@@ -253,6 +277,10 @@ def show_config(config: config_lib.Config) -> str:
     for section, names in config_lib.SECTIONS.items():
         lines.append(f"[{section}]")
         lines += [f"  {name} = {getattr(config, name)!r}" for name in names]
+    own = _own_fields(type(config))
+    if own:
+        lines.append(f"[{type(config).__name__}]")
+        lines += [f"  {name} = {getattr(config, name)!r}" for name in own]
     return "\n".join(lines)
 
 
@@ -270,9 +298,10 @@ def warn_unused_flags(args) -> None:
     """A flag or `--set` field the run never reads (the method's `Method.ignores`, a generator's
     flag on another dataset, ...), and a flag a `--set` of the same field replaces, are said,
     not silently dropped."""
-    ignores = methods.get(args.method).ignores
+    entry = methods.get(args.method)
+    ignores = unread_fields(entry)
     try:
-        overrides = config_lib.parse_overrides(args.set or [])
+        overrides = config_lib.parse_overrides(args.set or [], entry.config_type)
     except config_lib.ConfigError:
         overrides = {}  # refused with its own message when the config is built
     unused = []  # in the flags' order, each once (--depths sets two fields)

@@ -18,9 +18,6 @@ from policy_gnn_jax.config.checks import (
     ENGINES,
     MATMUL_PRECISIONS,
     MAX_DEPTH,
-    PLUS_REWARDS,
-    PLUS_SIGNALS,
-    PLUS_TRAIN_DEPTHS,
     TRANSITIONS,
     ConfigError,
     checked_init,
@@ -84,23 +81,6 @@ class Config:
     # headline. It draws from its own key and feeds nothing back, so the honest results are
     # unchanged by it.
     audit: bool = False
-    # Policy-GNN+ (`--method policy-gnn-plus`, plus.py): each part a switch; the defaults are
-    # the combination chosen on Cora's and CiteSeer's validation (experiments/adaptive_depth.py
-    # ablate; docs/adaptive-depth.md, "Policy-GNN+"). It trains for `epochs` full-batch epochs.
-    # The depths the backbone trains its training nodes at: "random" (uniform, every epoch),
-    # "policy" (random for the first `plus_warmup_fraction` of epochs, then the bandit's
-    # epsilon-greedy choice) or "all" (the mean loss over every depth).
-    plus_train_depths: str = "random"
-    plus_warmup_fraction: float = 0.5
-    # The bandit's state: "all" signals, "graph" (degree, distance to a labelled node,
-    # smoothness, feature directions) or "depth" (each depth's confidence, entropy, agreement).
-    plus_signals: str = "depth"
-    # The per-node reward on the policy half of validation: "loglik" or "correct".
-    plus_reward: str = "correct"
-    # The share of validation nodes that train the bandit; the rest only select the snapshot.
-    plus_policy_fraction: float = 0.5
-    plus_lr: float = 0.01
-    plus_l2: float = 1e-3
     # The MDP step's engine (ENGINES). The subgraph engine pads every subgraph to
     # `subgraph_nodes` nodes and `subgraph_edges` edges (self-loops included), so each shape
     # compiles once; a neighbourhood over either budget is sampled: at most `fanouts[h-1]`
@@ -202,9 +182,6 @@ __all__ = [
     "ENGINES",
     "MATMUL_PRECISIONS",
     "MAX_DEPTH",
-    "PLUS_REWARDS",
-    "PLUS_SIGNALS",
-    "PLUS_TRAIN_DEPTHS",
     "SECTIONS",
     "TRANSITIONS",
     "Config",

@@ -11,9 +11,6 @@ import math
 TRANSITIONS = ("labelled", "walk")
 # `backbones.make_backbone` builds each; "decoupled" is the only one with a depth 0.
 BACKBONES = ("gcn", "gcn-readout", "decoupled")
-PLUS_TRAIN_DEPTHS = ("random", "policy", "all")
-PLUS_SIGNALS = ("all", "graph", "depth")
-PLUS_REWARDS = ("loglik", "correct")
 # The deepest depth each backbone supports: the coupled GCNs stop where they are useless anyway
 # (docs/results.md: 9 points lost from depth 2 to 5); the decoupled one costs one C-wide product
 # a depth.
@@ -176,21 +173,6 @@ def _validate_backbone_and_engine(c) -> None:
 
 
 def _validate_mdp_and_agent(c) -> None:
-    for name, allowed in (
-        ("plus_train_depths", PLUS_TRAIN_DEPTHS),
-        ("plus_signals", PLUS_SIGNALS),
-        ("plus_reward", PLUS_REWARDS),
-    ):
-        _check(
-            getattr(c, name) in allowed,
-            f"{name} must be one of {allowed}, got {getattr(c, name)!r}.",
-        )
-    _check(0.0 <= c.plus_warmup_fraction <= 1.0, "plus_warmup_fraction must be in [0, 1].")
-    _check(
-        0.0 < c.plus_policy_fraction < 1.0,
-        f"plus_policy_fraction must be in (0, 1), got {c.plus_policy_fraction}.",
-    )
-    _check(c.plus_lr > 0 and c.plus_l2 >= 0, "plus_lr must be > 0 and plus_l2 >= 0.")
     for name in (
         "epochs",
         "num_episodes",

@@ -33,13 +33,14 @@ _PARSERS = {
 }
 
 
-def parse_overrides(items: list[str]) -> dict:
+def parse_overrides(items: list[str], config_type=None) -> dict:
     """`["q_lr=1e-3", "fanouts=10,10,5"]` -> {"q_lr": 0.001, "fanouts": (10, 10, 5)}, each value
-    parsed as its field's type. A malformed item, an unknown field or a value of the wrong kind
-    is a ConfigError naming it; ranges are checked when the Config is built."""
+    parsed as its field's type in `config_type` (default `Config`). A malformed item, an unknown
+    field or a value of the wrong kind is a ConfigError naming it; ranges are checked when the
+    config is built."""
     from policy_gnn_jax.config import Config  # the package imports this module at its end
 
-    types = {f.name: f.type for f in dataclasses.fields(Config)}
+    types = {f.name: f.type for f in dataclasses.fields(config_type or Config)}
     values = {}
     for item in items:
         name, sep, text = item.partition("=")

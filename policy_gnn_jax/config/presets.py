@@ -34,6 +34,4 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "fixed_depth": ("depth", "epochs"),
     "engine": ("engine", "subgraph_nodes", "subgraph_edges", "fanouts"),
     "run": ("episodes_per_call", "audit", "reproducible", "matmul_precision"),
-    "policy_gnn_plus": ("plus_train_depths", "plus_warmup_fraction", "plus_signals",
-                        "plus_reward", "plus_policy_fraction", "plus_lr", "plus_l2"),
 }  # fmt: skip

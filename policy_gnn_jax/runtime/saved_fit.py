@@ -83,10 +83,10 @@ def run_identity(
     return json.loads(json.dumps(identity))
 
 
-def config_from_dict(values: dict) -> Config:
-    """A Config from its saved dict (JSON turns tuples into lists). ConfigError if it names a
-    field this version does not have, lacks one it has, or holds a value it refuses."""
-    fields = {f.name for f in dataclasses.fields(Config)}
+def config_from_dict(values: dict, config_type: type[Config] = Config) -> Config:
+    """A `config_type` from its saved dict (JSON turns tuples into lists). ConfigError if it
+    names a field this version does not have, lacks one it has, or holds a value it refuses."""
+    fields = {f.name for f in dataclasses.fields(config_type)}
     unknown, missing = set(values) - fields, fields - set(values)
     if unknown or missing:
         named = [f"unknown fields {sorted(unknown)}"] * bool(unknown)
@@ -94,7 +94,7 @@ def config_from_dict(values: dict) -> Config:
         raise ConfigError(f"the config has {' and '.join(named)}")
     # JSON turned every tuple field (q_hidden, fanouts) into a list.
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    return Config(**values)
+    return config_type(**values)
 
 
 def _sha256(blob: bytes) -> str:

@@ -5,5 +5,5 @@
   and a probe on label-free signals;
 - `bandit.py`: a full-feedback contextual bandit over depths (pure functions);
 - `plus.py`: Policy-GNN+, the bandit on per-node rewards over cross-fitted validation halves,
-  registered as the method `policy-gnn-plus`.
+  registered as the method `policy-gnn-plus`; `plus_config.py`: its switches (`PlusConfig`).
 """

@@ -1,5 +1,6 @@
 """Policy-GNN+ (`--method policy-gnn-plus`): a per-node depth policy that can use what the
-headroom analysis finds. One full-batch epoch is:
+headroom analysis finds. Its switches are `PlusConfig`'s (`plus_config.py`). One full-batch epoch
+is:
 
 1. the backbone takes one step on the training nodes, each at a depth given by
    `plus_train_depths` (random, the bandit's epsilon-greedy choice after a random warm-up, or
@@ -31,6 +32,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.contrib.adaptive_depth import bandit, headroom
+from policy_gnn_jax.contrib.adaptive_depth.plus_config import PlusConfig
 from policy_gnn_jax.metrics import all_finite, tree_select
 from policy_gnn_jax.runtime import records
 from policy_gnn_jax.runtime.trainer import epoch_trainer
@@ -39,7 +41,7 @@ EPSILON = 0.1  # exploration of the "policy" training depths after the warm-up
 
 
 class PlusContext(NamedTuple):
-    config: config_lib.Config
+    config: PlusConfig
     backbone: backbone_lib.Backbone
     optimizer: optax.GradientTransformation  # the bandit's
 
@@ -333,7 +335,9 @@ METHOD = methods.register(
         depth_fn=_method_depth_fn,
         record_fields=record_fields,
         hints=_hints,
+        prepare=PlusConfig.of,
         takes_backbone=False,
         ignores=frozenset(("depth", "random_policy", *methods.MDP_ONLY_FIELDS)),
+        config_type=PlusConfig,
     )
 )

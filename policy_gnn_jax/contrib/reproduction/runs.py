@@ -16,14 +16,9 @@ def _as_json(cfg: config_lib.Config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
-def configs_match(saved: dict, cfg: config_lib.Config, method: str | None = None) -> bool:
-    """Whether a saved run's config is `cfg`. For a `method` other than policy-gnn-plus, the
-    `plus_*` fields are not compared: only policy-gnn-plus reads them (plus.py)."""
-    current = _as_json(cfg)
-    if method is not None and method != "policy-gnn-plus":
-        saved = {k: v for k, v in saved.items() if not k.startswith("plus_")}
-        current = {k: v for k, v in current.items() if not k.startswith("plus_")}
-    return saved == current
+def configs_match(saved: dict, cfg: config_lib.Config) -> bool:
+    """Whether a saved run's config is `cfg`, field for field."""
+    return saved == _as_json(cfg)
 
 
 def is_current_record(record) -> bool:
@@ -90,7 +85,7 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
 def _differences(record: dict, ds, cfg, method, seeds, seed_mode) -> list[str]:
     """What makes a saved run another one than this command's, by name. The data too: a
     dataset given as a path may hold another graph now."""
-    found = [] if configs_match(record["config"], cfg, method) else ["config"]
+    found = [] if configs_match(record["config"], methods.get(method).prepare(cfg)) else ["config"]
     found += ["data"] if record["dataset_fingerprint"] != ds.fingerprint() else []
     found += ["seeds"] if record["seeds"] != seeds else []
     found += ["method"] if record["method"] != method else []
