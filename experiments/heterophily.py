@@ -64,7 +64,7 @@ def fit_or_load(
     """A saved fit of exactly this run (data, config, method, seeds) from `folder`, else a new
     one, saved there. Another run's fit in `folder` is refused before training unless
     `overwrite` (--overwrite), never replaced silently."""
-    prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
+    prepared = methods.get(method).run_config(cfg)  # the config as the method runs it
     if reuse.reusable_record(folder, ds, prepared, method, seeds, 0, None, overwrite):
         return pg.load(folder)
     outputs.check_no_result(folder, overwrite, "--overwrite")
@@ -179,7 +179,7 @@ def _fit_policies_together(args, datasets: dict, cfg, folder: pathlib.Path) -> N
         return
     for method in (m for m in POLICIES if m not in args.skip):
         cfg_m = dataclasses.replace(cfg, num_episodes=args.episodes)
-        prepared = methods.get(method).prepare(cfg_m)
+        prepared = methods.get(method).run_config(cfg_m)
         runs = {k: folder / f"split-{k}" / f"{method}-s{args.seeds}-e{args.episodes}"
                 for k in splits}  # fmt: skip
         todo = [k for k in splits if reuse.reusable_record(

@@ -138,7 +138,7 @@ def _hints(entry, config, ds: data.Dataset, backbone, agent_metrics) -> dict:
 def _prepared(entry: methods.Method, config: config_lib.Config) -> config_lib.Config:
     """The config as `entry` runs it, after saying what of it the method will not use."""
     _warn_unread_switches(entry, config)
-    return entry.prepare(config)
+    return entry.run_config(config)
 
 
 def _warn_unread_switches(entry: methods.Method, given: config_lib.Config) -> None:

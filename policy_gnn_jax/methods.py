@@ -94,6 +94,16 @@ class Method:
     ignores: frozenset[str] = frozenset()
     config_type: type[config_lib.Config] = config_lib.Config
 
+    def run_config(self, config: config_lib.Config) -> config_lib.Config:
+        """The config as this method runs it: `prepare`d, and of its `config_type` (another
+        method's own fields, which this one never reads, left out: one config serves several
+        methods)."""
+        prepared = self.prepare(config)
+        if type(prepared) is self.config_type:
+            return prepared
+        fields = dataclasses.fields(self.config_type)
+        return self.config_type(**{f.name: getattr(prepared, f.name) for f in fields})
+
     def describe(self, config: config_lib.Config) -> str:
         return self.label(config) if self.label else self.name
 

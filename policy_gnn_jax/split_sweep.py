@@ -59,7 +59,7 @@ def fit_splits(
         )
     entry = methods.get(method)
     entry.check_parts(None, None, config)
-    prepared = entry.prepare(config)
+    prepared = entry.run_config(config)
     keys = runner.seed_keys(seed, seeds)
     graphs = [entry.graph(prepared, ds) for ds in datasets]
     trainers = [entry.make_trainer(prepared, ds, g, None, None)

@@ -142,3 +142,17 @@ def test_an_empty_validation_half_is_refused(small_dataset):
     cfg = _tiny_plus_config(plus_policy_fraction=0.001)
     with pytest.raises(pg.ConfigError, match="leaves one empty"):
         pg.fit(small_dataset, cfg, method="policy-gnn-plus", seeds=1, progress=False)
+
+
+@pytest.mark.parametrize("method", ["gcn", "policy-gnn"])
+def test_a_plus_config_given_to_another_method_runs_as_its_config_and_loads(
+    small_dataset, tmp_path, method
+):
+    """One config serves several methods: another method runs a PlusConfig's shared fields as a
+    plain Config, so its record holds no switch it never read and its saved fit loads."""
+    cfg = PlusConfig.tiny(plus_signals="all", epochs=3, num_episodes=1)
+    fit = pg.fit(small_dataset, cfg, method=method, seeds=1, progress=False)
+    assert type(fit.config) is pg.Config
+    assert not any(name.startswith("plus_") for name in fit.record["config"])
+    fit.save(tmp_path / "fit")
+    assert pg.load(tmp_path / "fit").config == fit.config

@@ -28,7 +28,8 @@ def _sections() -> dict[str, tuple[str, ...]]:
     """`Config`'s fields by section, then each method's own config's fields under its name."""
     sections = dict(config_lib.SECTIONS)
     for name in methods.names():
-        sections[name] = _own_fields(methods.get(name).config_type)
+        config_type = methods.get(name).config_type
+        sections[f"{name} ({config_type.__name__})"] = _own_fields(config_type)
     return {section: names for section, names in sections.items() if names}
 
 
@@ -226,7 +227,7 @@ def config_from_args(args) -> config_lib.Config:
     """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given,
     then every `--set FIELD=VALUE` (last, so it wins; `flag_fields` names each it replaced)."""
     entry = methods.get(args.method)
-    overrides = config_lib.parse_overrides(args.set, entry.config_type)
+    overrides = config_lib.parse_overrides(_own_items(args.set, entry), entry.config_type)
     # --set backbone= picks the preset too
     backbone = overrides.get("backbone", args.backbone or config_lib.Config.backbone)
     if backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
@@ -238,6 +239,20 @@ def config_from_args(args) -> config_lib.Config:
     values.update({field: value for _, field, value in flag_fields(args) if field not in ignored})
     values.update(overrides)
     return preset(**values)
+
+
+def _others_fields(entry: methods.Method) -> set[str]:
+    """The fields of other methods' own configs that this method's config does not have."""
+    known = {f.name for f in dataclasses.fields(entry.config_type)}
+    others = {f for name in methods.names() for f in _own_fields(methods.get(name).config_type)}
+    return others - known
+
+
+def _own_items(items: list[str] | None, entry: methods.Method) -> list[str]:
+    """The `--set` items of the method's config: another method's own field is left out (and
+    warned about, as a flag the method does not read is)."""
+    others = _others_fields(entry)
+    return [item for item in items or [] if item.partition("=")[0].strip() not in others]
 
 
 def unread_fields(entry: methods.Method) -> frozenset[str]:
@@ -301,9 +316,12 @@ def warn_unused_flags(args) -> None:
     entry = methods.get(args.method)
     ignores = unread_fields(entry)
     try:
-        overrides = config_lib.parse_overrides(args.set or [], entry.config_type)
+        overrides = config_lib.parse_overrides(_own_items(args.set, entry), entry.config_type)
     except config_lib.ConfigError:
         overrides = {}  # refused with its own message when the config is built
+    for field in sorted(_others_fields(entry) & {item.partition("=")[0].strip()
+                                                 for item in args.set or []}):  # fmt: skip
+        _warn(f"--set {field} is not used by --method {args.method}.")
     unused = []  # in the flags' order, each once (--depths sets two fields)
     for flag, field, value in flag_fields(args):
         if field in ignores:

@@ -61,7 +61,7 @@ def run_splits(args, cfg: config.Config, out: pathlib.Path, load, fit) -> dict:
     `--split-map apart` or `--checkpoint-dir` (each split checkpoints in a folder of its own)."""
     chosen = parse_splits(args.splits, data.heterophily.num_splits(args.dataset))
     method = methods.get(args.method).name
-    prepared = methods.get(method).prepare(cfg)  # the config as the method runs it
+    prepared = methods.get(method).run_config(cfg)  # the config as the method runs it
     started = time.perf_counter()
     for k in chosen:  # refused before anything loads
         if (out / f"split-{k}").exists() and not (out / f"split-{k}").is_dir():

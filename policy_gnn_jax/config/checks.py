@@ -228,6 +228,14 @@ def keywords_only(positional: tuple) -> None:
         )
 
 
+def _subclass_hint(cls, name: str) -> str:
+    """Where a method's own config (a subclass, e.g. Policy-GNN+'s) has the field, says so."""
+    for sub in cls.__subclasses__():
+        if name in {f.name for f in dataclasses.fields(sub)}:
+            return f" It is a field of {sub.__name__} ({sub.__module__}), a method's own config."
+    return ""
+
+
 def checked_init(dataclass_init, field_names: tuple[str, ...]):
     """The dataclass's __init__, with a misspelt field a ConfigError naming the near ones (as
     `--set` does), not Python's TypeError."""
@@ -239,7 +247,8 @@ def checked_init(dataclass_init, field_names: tuple[str, ...]):
             if name not in field_names:
                 close = difflib.get_close_matches(name, field_names, n=3)
                 hint = f" Did you mean {', '.join(close)}?" if close else ""
-                raise ConfigError(f"Config has no field {name!r}.{hint}")
+                hint += _subclass_hint(type(self), name)
+                raise ConfigError(f"{type(self).__name__} has no field {name!r}.{hint}")
         dataclass_init(self, **fields)
 
     return init

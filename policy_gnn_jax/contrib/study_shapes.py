@@ -50,12 +50,11 @@ def ablation_shape(value) -> bool:
 
 
 def heterophily_shape(value) -> bool:
-    """heterophily.py study: {"datasets": {name: entry}} (files written before also hold
-    "seeds" and "max_depth")."""
+    """heterophily.py study: {"datasets": {name: entry}}."""
     datasets = value.get("datasets", {}) if isinstance(value, dict) else None
     return (
         isinstance(value, dict)
-        and set(value) <= {"datasets", "seeds", "max_depth"}
+        and set(value) <= {"datasets"}
         and _dict_of_dicts(datasets)
         and all(_is_heterophily_entry(e) for e in datasets.values())
     )

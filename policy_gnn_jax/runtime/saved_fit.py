@@ -345,4 +345,4 @@ def saved_record_of(
     if found != run_fingerprint(ds, config, method, seeds, seed):
         return None
     _, record, _, _ = read(folder)  # every file checked against the manifest
-    return record if record.get("seed_mode", "vmap") == seed_mode else None
+    return record if record.get("seed_mode") == seed_mode else None

@@ -85,7 +85,8 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
 def _differences(record: dict, ds, cfg, method, seeds, seed_mode) -> list[str]:
     """What makes a saved run another one than this command's, by name. The data too: a
     dataset given as a path may hold another graph now."""
-    found = [] if configs_match(record["config"], methods.get(method).prepare(cfg)) else ["config"]
+    ran = methods.get(method).run_config(cfg)
+    found = [] if configs_match(record["config"], ran) else ["config"]
     found += ["data"] if record["dataset_fingerprint"] != ds.fingerprint() else []
     found += ["seeds"] if record["seeds"] != seeds else []
     found += ["method"] if record["method"] != method else []

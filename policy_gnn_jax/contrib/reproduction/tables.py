@@ -178,7 +178,7 @@ def table(args) -> None:
     # Where the runs ran (a reused run may come from another machine than this process).
     backends = {
         f"{r['versions']['jax_backend']} (jax {r['versions']['jax']}, seeds "
-        f"{r.get('seed_mode', 'vmap')}ped)"
+        f"{r['seed_mode']}ped)"
         for runs in results.values()
         for r in runs.values()
     }
