@@ -59,7 +59,6 @@ class PlusConfig(Config):
         return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
 
 
-PLUS_FIELDS = tuple(f.name for f in dataclasses.fields(PlusConfig) if f.name.startswith("plus_"))
 PlusConfig.__init__ = checked_init(
     PlusConfig.__init__, tuple(f.name for f in dataclasses.fields(PlusConfig))
 )

@@ -21,16 +21,28 @@ def configs_match(saved: dict, cfg: config_lib.Config) -> bool:
     return saved == _as_json(cfg)
 
 
+# The fields of a run's results.json that readers take, and their types.
+RECORD_FIELDS = {"config": dict, "seeds": int, "method": str, "dataset_fingerprint": str,
+                 "seed_mode": str, "test_metric": dict, "val_metric": dict}  # fmt: skip
+
+
 def is_current_record(record) -> bool:
-    """Whether `record` is a run's results.json as this version writes it: the fields that
-    readers take, of their types (another version's, or a damaged one, is not reused)."""
+    """Whether `record` is a run's results.json as this version writes it (another version's,
+    or a damaged one, is not reused)."""
+    return not _record_problems(record)
+
+
+def _record_problems(record) -> list[str]:
+    """What in `record` differs from a results.json this version writes, in words."""
     if not isinstance(record, dict):
-        return False
-    kinds = {"config": dict, "seeds": int, "method": str, "dataset_fingerprint": str,
-             "seed_mode": str, "test_metric": dict, "val_metric": dict}  # fmt: skip
-    if not all(isinstance(record.get(k), kind) for k, kind in kinds.items()):
-        return False
-    return all({"mean", "std", "per_seed"} <= set(record[k]) for k in ("test_metric", "val_metric"))
+        return [f"it holds a {type(record).__name__}, not an object"]
+    kinds = {dict: "an object", int: "a whole number", str: "a string"}
+    wrong = [k for k, kind in RECORD_FIELDS.items() if not isinstance(record.get(k), kind)]
+    found = [f"{k} is not {kinds[RECORD_FIELDS[k]]}" if k in record else f"no {k}" for k in wrong]
+    found += [f"{k} lacks mean, std or per_seed" for k in ("test_metric", "val_metric")
+              if isinstance(record.get(k), dict)
+              and not {"mean", "std", "per_seed"} <= set(record[k])]  # fmt: skip
+    return found
 
 
 def run_or_load(
@@ -61,7 +73,8 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
         if not current and not replace:
             raise outputs.CheckpointError(
                 f"{path} is not the results.json of a run of this version of policy-gnn-jax "
-                f"(it holds {str(record)[:60]}): move it away, or pass --overwrite to replace it."
+                f"({'; '.join(_record_problems(record)[:4])}): move it away, or pass --overwrite "
+                f"to replace it."
             )
         differs = _differences(record, ds, cfg, method, seeds, seed_mode) if current else []
         if current and not differs:
