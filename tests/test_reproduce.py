@@ -130,3 +130,18 @@ def test_a_run_saved_by_another_version_is_refused_then_replaced_when_asked(
     rerun = reproduce_module.run_or_load(tmp_path, small_dataset, cfg, "gcn", 2, "vmap",
                                          replace=True)  # fmt: skip
     assert "test_metric" in rerun and "test_metric" in json.loads(path.read_text())
+
+
+def test_the_table_refuses_the_audit_on_a_two_class_graph_before_any_run(
+    tmp_path, capsys, reproduce_module
+):
+    """The audit is the released code's accuracy: on a graph scored by ROC AUC the table says to
+    pass --no-audit (the flag reproduce.py has) before the fixed depths train, not after."""
+    from test_splits import _benchmark_file
+
+    graph = _benchmark_file(tmp_path / "two_classes.npz", n=90, classes=2)
+    argv = ["table", "--datasets", str(graph), "--preset", "tiny", "--seeds", "1",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert reproduce_module.main(argv) == 2
+    assert "pass --no-audit" in capsys.readouterr().err
+    assert not list((tmp_path / "o").rglob("results.json"))

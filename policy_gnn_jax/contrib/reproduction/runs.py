@@ -149,6 +149,11 @@ def dataset_folder_name(name: str) -> str:
 
 def dataset_runs(name, args, out_root) -> dict:
     ds = data.load_dataset(name, data_dir=args.data_dir)
+    if args.audit and ds.metric != "accuracy":  # refused before the fixed depths train
+        raise config_lib.ConfigError(
+            f"the audit reproduces the released code's accuracy; {name} is scored by "
+            f"{ds.metric}: pass --no-audit."
+        )
     base = base_config(args, name)
     runs, folder = {}, dataset_folder(out_root, name)
     lowest = 0 if base.backbone == "decoupled" else 1
