@@ -96,13 +96,9 @@ class Method:
 
     def run_config(self, config: config_lib.Config) -> config_lib.Config:
         """The config as this method runs it: `prepare`d, and of its `config_type` (another
-        method's own fields, which this one never reads, left out: one config serves several
-        methods)."""
-        prepared = self.prepare(config)
-        if type(prepared) is self.config_type:
-            return prepared
-        fields = dataclasses.fields(self.config_type)
-        return self.config_type(**{f.name: getattr(prepared, f.name) for f in fields})
+        method's own fields, which this one never reads, left out; its own at their defaults
+        where the config has none: one config serves several methods)."""
+        return self.config_type.of(self.prepare(config))
 
     def describe(self, config: config_lib.Config) -> str:
         return self.label(config) if self.label else self.name

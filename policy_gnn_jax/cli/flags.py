@@ -227,7 +227,8 @@ def config_from_args(args) -> config_lib.Config:
     """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given,
     then every `--set FIELD=VALUE` (last, so it wins; `flag_fields` names each it replaced)."""
     entry = methods.get(args.method)
-    overrides = config_lib.parse_overrides(_own_items(args.set, entry), entry.config_type)
+    own = _own_items(args.set, _others_fields(entry))
+    overrides = config_lib.parse_overrides(own, entry.config_type)
     # --set backbone= picks the preset too
     backbone = overrides.get("backbone", args.backbone or config_lib.Config.backbone)
     if backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
@@ -248,18 +249,15 @@ def _others_fields(entry: methods.Method) -> set[str]:
     return others - known
 
 
-def _own_items(items: list[str] | None, entry: methods.Method) -> list[str]:
-    """The `--set` items of the method's config: another method's own field is left out (and
-    warned about, as a flag the method does not read is)."""
-    others = _others_fields(entry)
+def _own_items(items: list[str] | None, others: set[str]) -> list[str]:
+    """The `--set` items of the method's config: another method's own field (in `others`) is
+    left out (and warned about, as a flag the method does not read is)."""
     return [item for item in items or [] if item.partition("=")[0].strip() not in others]
 
 
 def unread_fields(entry: methods.Method) -> frozenset[str]:
-    """The fields a method never reads: its `ignores`, and what its config type does not have."""
-    known = {f.name for f in dataclasses.fields(entry.config_type)}
-    flagged = {flag.replace("-", "_") for flag in _FIELD_FLAGS}
-    return entry.ignores | (flagged - known)
+    """The fields a method never reads: its `ignores`, and other methods' own fields."""
+    return entry.ignores | _others_fields(entry)
 
 
 def flag_fields(args) -> list[tuple[str, str, object]]:
@@ -314,13 +312,13 @@ def warn_unused_flags(args) -> None:
     flag on another dataset, ...), and a flag a `--set` of the same field replaces, are said,
     not silently dropped."""
     entry = methods.get(args.method)
-    ignores = unread_fields(entry)
+    others = _others_fields(entry)
+    ignores = entry.ignores | others
     try:
-        overrides = config_lib.parse_overrides(_own_items(args.set, entry), entry.config_type)
+        overrides = config_lib.parse_overrides(_own_items(args.set, others), entry.config_type)
     except config_lib.ConfigError:
         overrides = {}  # refused with its own message when the config is built
-    for field in sorted(_others_fields(entry) & {item.partition("=")[0].strip()
-                                                 for item in args.set or []}):  # fmt: skip
+    for field in sorted(others & {item.partition("=")[0].strip() for item in args.set or []}):
         _warn(f"--set {field} is not used by --method {args.method}.")
     unused = []  # in the flags' order, each once (--depths sets two fields)
     for flag, field, value in flag_fields(args):

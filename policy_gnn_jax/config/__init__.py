@@ -148,6 +148,15 @@ class Config:
         return cls(**base)
 
     @classmethod
+    def of(cls, config: Config) -> Config:
+        """`config` as a `cls` (a method's own config, or `Config` itself): the fields both
+        have, the others at `cls`'s defaults."""
+        if type(config) is cls:
+            return config
+        fields = [f.name for f in dataclasses.fields(cls) if hasattr(config, f.name)]
+        return cls(**{name: getattr(config, name) for name in fields})
+
+    @classmethod
     def tiny(cls, *positional, **overrides) -> Config:
         """Small and fast, for tests and smoke runs."""
         keywords_only(positional)

@@ -217,9 +217,6 @@ def _validate_mdp_and_agent(c) -> None:
     )
 
 
-# Every field by what it configures: `--help`, `--show-config` and docs/usage.md list them so.
-
-
 def keywords_only(positional: tuple) -> None:
     if positional:
         raise ConfigError(

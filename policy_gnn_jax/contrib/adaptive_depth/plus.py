@@ -335,7 +335,6 @@ METHOD = methods.register(
         depth_fn=_method_depth_fn,
         record_fields=record_fields,
         hints=_hints,
-        prepare=PlusConfig.of,
         takes_backbone=False,
         ignores=frozenset(("depth", "random_policy", *methods.MDP_ONLY_FIELDS)),
         config_type=PlusConfig,

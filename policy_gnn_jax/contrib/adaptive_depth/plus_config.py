@@ -51,13 +51,6 @@ class PlusConfig(Config):
         if not (self.plus_lr > 0 and self.plus_l2 >= 0):
             raise ConfigError("plus_lr must be > 0 and plus_l2 >= 0.")
 
-    @classmethod
-    def of(cls, config: Config) -> PlusConfig:
-        """`config` with the switches at their defaults where it has none."""
-        if isinstance(config, cls):
-            return config
-        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
-
 
 PlusConfig.__init__ = checked_init(
     PlusConfig.__init__, tuple(f.name for f in dataclasses.fields(PlusConfig))

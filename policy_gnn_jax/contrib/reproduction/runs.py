@@ -69,23 +69,23 @@ def _run_or_load(out: pathlib.Path, ds, cfg, method, seeds, seed_mode, seed, rep
     path = out / "results.json"
     if path.exists():
         record = outputs.read_json(path)  # a truncated file is named, with what to do
-        current = is_current_record(record)
-        if not current and not replace:
+        problems = _record_problems(record)
+        if problems and not replace:
             raise outputs.CheckpointError(
                 f"{path} is not the results.json of a run of this version of policy-gnn-jax "
-                f"({'; '.join(_record_problems(record)[:4])}): move it away, or pass --overwrite "
-                f"to replace it."
+                f"({'; '.join(problems[:4])}): move it away, or pass --overwrite to replace it."
             )
-        differs = _differences(record, ds, cfg, method, seeds, seed_mode) if current else []
-        if current and not differs:
-            print(f"reusing {path}: {methods.summary_line(record)}")
-            return record
-        if current and not replace:
-            raise outputs.CheckpointError(
-                f"{path} holds another run (its {', '.join(differs[:4])} differ from this "
-                f"command's); nothing was replaced. Pass --overwrite to replace it, or use "
-                f"another --out."
-            )
+        if not problems:
+            differs = _differences(record, ds, cfg, method, seeds, seed_mode)
+            if not differs:
+                print(f"reusing {path}: {methods.summary_line(record)}")
+                return record
+            if not replace:
+                raise outputs.CheckpointError(
+                    f"{path} holds another run (its {', '.join(differs[:4])} differ from this "
+                    f"command's); nothing was replaced. Pass --overwrite to replace it, or use "
+                    f"another --out."
+                )
     record = api.fit(ds, cfg, method=method, seeds=seeds, seed=seed, seed_mode=seed_mode).record
     if path.exists() and (out / "fit.json").exists():  # --overwrite of a saved fit: now outdated
         for name in ("fit.json", "snapshots.npz", "dataset.npz"):
