@@ -6,7 +6,7 @@ Per dataset:
 1. one fixed-depth GCN epoch (depth 2, 1 seed): the unit the MDP step is compared with;
 2. one Policy-GNN MDP step (1 seed, paper config) of the full compiled loop, for the dense
    formulation (dense normaliser window, dense Q-network states: the earlier default) and
-   the default (each part as `dqn.dqn_agent` picks it for the graph): `step/epoch = X.XXx`;
+   the default (each part as `build.dqn_agent` picks it for the graph): `step/epoch = X.XXx`;
 3. the step against its kernel floor: one GCN forward+backward, one all-depth evaluation forward
    and one DQN update, each jitted alone;
 4. S seeds vmapped, and S seeds one after another on device (`--seed-mode map`), for S = 1 and
@@ -37,7 +37,7 @@ import optax
 
 from policy_gnn_jax import cli, data, fixed_depth, graph
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.agents import dqn, qnet
+from policy_gnn_jax.agents import build, dqn, qnet
 from policy_gnn_jax.backbones import gcn
 from policy_gnn_jax.mdp import env, loop, policy_gnn
 from policy_gnn_jax.runtime import outputs, runner
@@ -125,8 +125,8 @@ def bench_dataset(name: str, args) -> None:
     hops = graph.train_hop_distances(ds, cfg.max_depth)
     epoch = epoch_time(cfg, g, 1, args.repeats)
     variants = {
-        "dense": dqn.dqn_agent(cfg, g, sparse_states=False, sparse_statistics=False),
-        "default": dqn.dqn_agent(cfg, g),
+        "dense": build.dqn_agent(cfg, g, sparse_states=False, sparse_statistics=False),
+        "default": build.dqn_agent(cfg, g),
     }
     steps = {}
     for label, agent in variants.items():
@@ -136,7 +136,7 @@ def bench_dataset(name: str, args) -> None:
             f"{1e3 * epoch:.2f} ms -> step/epoch = {steps[label] / epoch:.2f}x"
         )
     default = variants["default"]
-    sparse_states, sparse_statistics = dqn.default_formulation(cfg, g)
+    sparse_states, sparse_statistics = build.default_formulation(cfg, g)
     ctx_flags = {"sparse_states": sparse_states, "sparse_statistics": sparse_statistics}
     print(f"[{name}] default formulation: {ctx_flags}")
     print(f"[{name}] default / dense step = {steps['default'] / steps['dense']:.2f}x")

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.agents import replay
+from policy_gnn_jax.agents import base as agent_lib
 from policy_gnn_jax.mdp.loop import LOOP_METRICS
 from policy_gnn_jax.metrics import shapes
 
@@ -155,7 +155,7 @@ def check_agent(agent, g: graph_lib.Graph, config: config_lib.Config) -> tuple[s
             "agent's depths()", agent.depths, _key(), policy, g, _nodes(nodes.shape[0])
         )
         _one_int_per_node("agent", "depths", depths, nodes.shape[0])
-    transition = replay.Transition(
+    transition = agent_lib.Transition(
         _nodes(walkers),
         _nodes(walkers),
         jax.ShapeDtypeStruct((walkers,), jnp.float32),

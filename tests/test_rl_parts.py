@@ -8,34 +8,35 @@ import pytest
 from absl.testing import parameterized
 
 from policy_gnn_jax import config
-from policy_gnn_jax.agents import dqn, qnet, replay
+from policy_gnn_jax.agents import dqn, qnet
+from policy_gnn_jax.agents.base import Transition
 from policy_gnn_jax.mdp import action_buffers
 
 
 def _batch(start, width):
     ids = jnp.arange(start, start + width, dtype=jnp.int32)
-    return replay.Transition(ids, ids % 3, ids.astype(jnp.float32), ids + 1000)
+    return Transition(ids, ids % 3, ids.astype(jnp.float32), ids + 1000)
 
 
 class ReplayTest(chex.TestCase, parameterized.TestCase):
     @chex.variants(with_jit=True, without_jit=True)
     def test_ring_overwrites_oldest(self):
-        add = self.variant(replay.add)
-        state = replay.init(5)
+        add = self.variant(dqn.replay_add)
+        state = dqn.replay_init(5)
         state = add(state, _batch(0, 3))
         state = add(state, _batch(3, 3))  # 6 written into 5 slots: id 0 overwritten by 5
         chex.assert_trees_all_equal(state.data.node_tm1, jnp.array([5, 1, 2, 3, 4]))
         assert int(state.size) == 5 and int(state.position) == 1
-        chex.assert_trees_all_equal_shapes(state, replay.init(5))
+        chex.assert_trees_all_equal_shapes(state, dqn.replay_init(5))
 
-    def test_can_sample_after_one_batch(self):
-        state = replay.add(replay.init(10), _batch(0, 3))
-        assert not replay.can_sample(state, 4)
-        assert replay.can_sample(replay.add(state, _batch(3, 1)), 4)
+    def test_size_counts_the_transitions_held(self):
+        state = dqn.replay_add(dqn.replay_init(10), _batch(0, 3))
+        assert int(state.size) == 3
+        assert int(dqn.replay_add(state, _batch(3, 9)).size) == 10  # capped at the capacity
 
     def test_sampling_is_uniform_over_filled_slots(self, key=jax.random.key(0)):
-        state = replay.add(replay.init(100), _batch(0, 4))
-        sample = replay.sample(key, state, 40_000)
+        state = dqn.replay_add(dqn.replay_init(100), _batch(0, 4))
+        sample = dqn.replay_sample(key, state, 40_000)
         counts = np.bincount(np.asarray(sample.node_tm1), minlength=100)
         assert counts[4:].sum() == 0
         np.testing.assert_allclose(counts[:4] / 40_000, 0.25, atol=0.01)

@@ -17,7 +17,8 @@ import pytest
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import cli, fixed_depth, graph
-from policy_gnn_jax.agents import replay
+from policy_gnn_jax.agents import dqn
+from policy_gnn_jax.agents.base import Transition
 from policy_gnn_jax.mdp import action_buffers, audit, env, loop, policy_gnn
 from policy_gnn_jax.runtime import outputs, runner
 
@@ -310,14 +311,14 @@ def test_the_audit_key_is_independent_of_every_other(random_audit_context):
 
 
 def test_replay_and_buffers_check_dtypes_at_entry():
-    """replay.add checks dtypes at entry rather than cast whatever it gets (float node ids would
+    """dqn.replay_add checks dtypes at entry rather than cast whatever it gets (float node ids would
     become ints silently)."""
-    memory = replay.init(8)
+    memory = dqn.replay_init(8)
     ints, floats = jnp.arange(3), jnp.zeros(3)
     with pytest.raises(AssertionError):
-        replay.add(memory, replay.Transition(floats, ints, floats, ints))
+        dqn.replay_add(memory, Transition(floats, ints, floats, ints))
     with pytest.raises(AssertionError):
-        replay.add(memory, replay.Transition(ints, ints, ints, ints))  # int rewards
+        dqn.replay_add(memory, Transition(ints, ints, ints, ints))  # int rewards
     buffers = action_buffers.init(2, 4)
     with pytest.raises(AssertionError):
         action_buffers.add(buffers, ints, ints, ints)  # valid must be bool

@@ -2,7 +2,7 @@
 
 The MDP loop (`mdp/loop.py`) reads as `act -> depths -> env.step -> learn -> keep_best` and only
 calls these functions, so a new RL algorithm is one new module returning an `Agent`; the loop does
-not change. `dqn.dqn_agent` is the paper's Double DQN; `random_policy.random_agent` is the
+not change. `build.dqn_agent` is the paper's Double DQN; `random_policy.random_agent` is the
 random-policy baseline.
 
 Actions are indices 0..A-1 (depth = action + min_depth); `depths` returns depths.
@@ -21,6 +21,15 @@ import jax.numpy as jnp
 
 AgentState = Any  # a pytree
 Policy = Any  # a pytree
+
+
+class Transition(NamedTuple):
+    """What `learn` is given, a batch [W]: node ids of s and s', action index, shared reward."""
+
+    node_tm1: jax.Array
+    a_tm1: jax.Array
+    r_t: jax.Array
+    node_t: jax.Array
 
 
 def mean_over_steps(metrics: dict) -> dict:

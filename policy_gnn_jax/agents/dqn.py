@@ -1,6 +1,11 @@
 """Double DQN, the paper's meta-policy (docs/algorithm.md section 4): the pure RL operations
-(epsilon-greedy, Double-DQN targets, TD loss, one update) and `dqn_agent`, which assembles them
-with the Q-network, the replay memory and the state normaliser into an `agents.base.Agent`.
+(epsilon-greedy, Double-DQN targets, TD loss, one update), the replay memory, and the agent's
+functions (`agent_init`, `agent_act`, `agent_depths`, `agent_learn`) over the Q-network and state
+normaliser of `qnet.py`. `agents/build.py` assembles them into an `agents.base.Agent`.
+
+States are rows of the fixed feature matrix, so the replay memory stores node ids, not feature
+rows (10 000 transitions cost 160 kB instead of 10 000 x F floats per seed); an update rebuilds
+the sampled states from the graph, normalised with the statistics the step acted with.
 """
 
 from __future__ import annotations
@@ -16,9 +21,8 @@ from flax import struct
 from flax.training import train_state
 
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.agents import base as agent_lib
-from policy_gnn_jax.agents import qnet, replay
+from policy_gnn_jax.agents import qnet
+from policy_gnn_jax.agents.base import Transition
 from policy_gnn_jax.metrics import all_finite, mean_where, tree_select
 
 
@@ -104,13 +108,56 @@ def update_with(
 
 
 # ---------------------------------------------------------------------------------------------
+# The replay memory: an immutable ring of transitions (node ids) with pure init / add / sample.
+
+
+@struct.dataclass
+class ReplayState:
+    data: Transition
+    position: jax.Array  # next slot to write
+    size: jax.Array  # slots filled, <= capacity
+
+
+def replay_init(capacity: int) -> ReplayState:
+    """An empty memory of `capacity` transitions."""
+    zeros_i = jnp.zeros((capacity,), jnp.int32)
+    data = Transition(zeros_i, zeros_i, jnp.zeros((capacity,), jnp.float32), zeros_i)
+    return ReplayState(data=data, position=jnp.zeros((), jnp.int32), size=jnp.zeros((), jnp.int32))
+
+
+def replay_add(state: ReplayState, batch: Transition) -> ReplayState:
+    """Writes a batch of W <= capacity transitions at the ring position, over the oldest when
+    full. Node ids and actions must be integers and rewards floats, all [W]: a wrong dtype is an
+    error here rather than a silent cast."""
+    chex.assert_rank(list(batch), 1)
+    chex.assert_equal_shape(list(batch))
+    chex.assert_type([batch.node_tm1, batch.a_tm1, batch.node_t, batch.r_t], [int, int, int, float])
+    width, capacity = batch.r_t.shape[0], state.data.r_t.shape[0]
+    slots = (state.position + jnp.arange(width)) % capacity
+    data = jax.tree.map(
+        lambda buf, new: buf.at[slots].set(new.astype(buf.dtype)), state.data, batch
+    )
+    return ReplayState(
+        data=data,
+        position=(state.position + width) % capacity,
+        size=jnp.minimum(state.size + width, capacity),
+    )
+
+
+def replay_sample(key: jax.Array, state: ReplayState, batch_size: int) -> Transition:
+    """Uniform sample with replacement over the filled slots."""
+    idx = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
+    return jax.tree.map(lambda buf: buf[idx], state.data)
+
+
+# ---------------------------------------------------------------------------------------------
 # The DQN agent: the functions of `agents.base.Agent` over an explicit static context.
 
 
 @struct.dataclass
 class DQNAgentState:
     dqn: DQNState
-    replay: replay.ReplayState
+    replay: ReplayState
     normaliser: qnet.NormaliserState
 
 
@@ -125,8 +172,8 @@ class DQNPolicy:
 
 class DQNContext(NamedTuple):
     """Static: the Q-network, the config, and which formulation each part uses (chosen by cost
-    in `dqn_agent`; only rounding differs). The states are the feature rows of the graph `g`
-    every function takes."""
+    in `build.default_formulation`; only rounding differs). The states are the feature rows of
+    the graph `g` every function takes."""
 
     model: qnet.QNetwork
     config: config_lib.Config
@@ -165,7 +212,7 @@ def agent_init(ctx: DQNContext, key: jax.Array, g) -> tuple[DQNAgentState, DQNPo
     state = state.replace(step=jnp.zeros((), jnp.int32))
     agent_state = DQNAgentState(
         dqn=state,
-        replay=replay.init(ctx.config.replay_capacity),
+        replay=replay_init(ctx.config.replay_capacity),
         normaliser=qnet.init_normaliser(ctx.config.normaliser_window, g.num_nodes),
     )
     policy = DQNPolicy(params, jnp.zeros(num_features), jnp.ones(num_features))
@@ -189,7 +236,7 @@ def agent_depths(ctx: DQNContext, key, policy: DQNPolicy, g, nodes):
 
 def _one_update(ctx: DQNContext, g, memory, policy: DQNPolicy, state: DQNState, k_sample):
     cfg = ctx.config
-    batch = replay.sample(k_sample, memory, cfg.batch_size)
+    batch = replay_sample(k_sample, memory, cfg.batch_size)
     mean, std = policy.mean, policy.std
     new, loss = update_with(
         state,
@@ -200,7 +247,7 @@ def _one_update(ctx: DQNContext, g, memory, policy: DQNPolicy, state: DQNState, 
         cfg.gamma,
         cfg.target_period,
     )
-    ready = replay.can_sample(memory, cfg.batch_size)
+    ready = memory.size >= cfg.batch_size
     state = tree_select(ready, new, state)
     return state, (loss, ready)
 
@@ -209,7 +256,7 @@ def agent_learn(ctx: DQNContext, key, state: DQNAgentState, policy: DQNPolicy, g
                 step):  # fmt: skip
     """Stores the transitions, then `dqn_updates_per_step` Double-DQN updates (once the memory
     holds a batch), with states normalised by the statistics the step acted with."""
-    memory = replay.add(state.replay, transition)
+    memory = replay_add(state.replay, transition)
     keys = jax.random.split(key, ctx.config.dqn_updates_per_step)
     dqn_state, (losses, updated) = jax.lax.scan(
         functools.partial(_one_update, ctx, g, memory, policy), state.dqn, keys
@@ -233,56 +280,3 @@ def learning_summary(metrics: dict) -> dict:
         "td_loss": mean_where(metrics["td_loss"], metrics["dqn_updates"] > 0),
         "agent_finite": jnp.all(metrics["agent_finite"]),
     }
-
-
-def default_formulation(config: config_lib.Config, g: graph_lib.Graph) -> tuple[bool, bool]:
-    """(sparse_states, sparse_statistics): the cheaper formulation for this graph's features.
-
-    The Q-network's first layer from the rows' non-zeros when the graph built them (rows sparse
-    enough, `graph.sparse_rows_pay`); the normaliser from the non-zeros when they are fewer than
-    the window's entries. Both dense on the deterministic "gather" kernels: both sparse paths
-    scatter-add floats (a gather's backward, a segment sum), which is not order-fixed on a GPU.
-    """
-    if g.deterministic:
-        return False, False
-    sparse_states = g.feat_ell_idx.shape[1] > 0
-    sparse_statistics = g.feat_vals.shape[0] < config.normaliser_window * g.num_features
-    return sparse_states, sparse_statistics
-
-
-def dqn_agent(
-    config: config_lib.Config,
-    g: graph_lib.Graph,
-    sparse_states: bool | None = None,
-    sparse_statistics: bool | None = None,
-) -> agent_lib.Agent:
-    """The paper's meta-policy: a Double DQN over node features (states are feature rows).
-
-    Each part's formulation is `default_formulation`'s unless given (only rounding differs).
-    """
-    default_states, default_statistics = default_formulation(config, g)
-    sparse_states = default_states if sparse_states is None else sparse_states
-    sparse_statistics = default_statistics if sparse_statistics is None else sparse_statistics
-    if sparse_states and g.feat_ell_idx.shape[1] == 0:
-        raise config_lib.ConfigError(
-            "sparse_states needs the rows' non-zeros, which this graph did not build (its rows "
-            "are too dense for them to pay): leave sparse_states to the default."
-        )
-    walkers = config.num_walkers or g.train_index.shape[0]
-    if walkers > config.replay_capacity:  # refused before anything compiles
-        raise config_lib.ConfigError(
-            f"each MDP step adds {walkers} transitions (one per walker: Config.num_walkers, by "
-            f"default one per training node) but the replay memory holds "
-            f"Config.replay_capacity={config.replay_capacity}: raise Config.replay_capacity to "
-            f"at least {walkers} (--set replay_capacity={walkers}), or lower Config.num_walkers."
-        )
-    model = qnet.QNetwork(config.q_hidden, config.num_actions)
-    ctx = DQNContext(model, config, bool(sparse_states), bool(sparse_statistics))
-    return agent_lib.Agent(
-        init=functools.partial(agent_init, ctx),
-        act=functools.partial(agent_act, ctx),
-        depths=functools.partial(agent_depths, ctx),
-        learn=functools.partial(agent_learn, ctx),
-        num_actions=config.num_actions,
-        summarise=learning_summary,
-    )

@@ -69,7 +69,7 @@ class Config:
     gamma: float = 0.95
     replay_capacity: int = 10_000
     batch_size: int = 128
-    target_period: int = 1000
+    target_period: int = 1000  # in DQN updates, which start once the replay holds a batch
     dqn_updates_per_step: int = 1
     eps_start: float = 1.0
     eps_end: float = 0.1

@@ -1,6 +1,8 @@
 """Building the device `Graph` from a `data.Dataset` on the host: Â's normalised edges, the
 features' non-zeros in the layouts the kernels read, the gather buckets of the deterministic
-kernels, and the hop distances between training nodes."""
+kernels, and the hop distances between training nodes. Also a `Graph` from a
+`jraph.GraphsTuple` (`from_graphs_tuple`, traceable) and for a padded subgraph
+(`operator_graph`)."""
 
 from __future__ import annotations
 
@@ -139,3 +141,66 @@ def train_hop_distances(ds: data.Dataset, max_hops: int) -> np.ndarray:
     dist = csgraph.dijkstra(adj, unweighted=True, indices=ds.train_index, limit=max_hops + 0.5)
     dist = dist[:, ds.train_index]
     return np.where(np.isfinite(dist), dist, max_hops + 1).astype(np.int32)
+
+
+def from_graphs_tuple(gt, num_classes: int) -> Graph:
+    """A `jraph.GraphsTuple` (nodes: [N, F] features; senders, receivers; padded or not) as the
+    `Graph` the GCN layers run on, traceable inside jit. Â is built from the structure as
+    everywhere else, `D^-1/2 (A + I) D^-1/2` over the edges as given (pass both directions of
+    an undirected edge); edge features are ignored. No labels or splits: it is for `apply`.
+    The features take the dense product (`dropped_feature_matmul`)."""
+    features = jnp.asarray(gt.nodes, jnp.float32)
+    n = features.shape[0]
+    loops = jnp.arange(n, dtype=jnp.int32)
+    senders = jnp.concatenate([jnp.asarray(gt.senders, jnp.int32), loops])
+    receivers = jnp.concatenate([jnp.asarray(gt.receivers, jnp.int32), loops])
+    order = jnp.lexsort((senders, receivers))
+    senders, receivers = senders[order], receivers[order]
+    degree = jnp.zeros(n, jnp.float32).at[receivers].add(1.0)
+    weights = jax.lax.rsqrt(degree[senders] * degree[receivers])
+    return operator_graph(
+        features=features,
+        feature_nonzeros=None,
+        senders=senders,
+        receivers=receivers,
+        weights=weights,
+        labels=jnp.full(n, -1, jnp.int32),
+        num_classes=num_classes,
+        feature_dim=features.shape[1],
+    )
+
+
+def operator_graph(
+    *, features, feature_nonzeros, senders, receivers, weights, labels, num_classes, feature_dim
+) -> Graph:
+    """A `Graph` holding only what a GNN's forward pass reads: features (dense rows, or
+    `feature_nonzeros` = (rows, cols, vals) sorted by row with `features` [n, 0]), Â's edges
+    sorted by receiver, and labels. No splits, neighbour lists or gather buckets; Â is not
+    assumed symmetric, so `graph.propagate`'s backward pass uses Â^T."""
+    n = features.shape[0]
+    empty = jnp.zeros((0,), jnp.int32)
+    rows, cols, vals = feature_nonzeros or (empty, empty, jnp.zeros((0,), jnp.float32))
+    return Graph(
+        features=features,
+        feat_rows=rows,
+        feat_cols=cols,
+        feat_vals=vals,
+        feat_ell_idx=jnp.zeros((n, 0), jnp.int32),
+        feat_ell_val=jnp.zeros((n, 0), jnp.float32),
+        senders=senders,
+        receivers=receivers,
+        weights=weights,
+        nbr_indptr=empty,
+        nbr_indices=empty,
+        labels=labels,
+        train_index=empty,
+        val_index=empty,
+        test_index=empty,
+        adj_buckets=None,
+        x_buckets=None,
+        xt_buckets=None,
+        num_classes=num_classes,
+        kernels="scatter",
+        feature_dim=feature_dim,
+        symmetric=False,
+    )

@@ -2,8 +2,8 @@
 
 `Graph` holds the normalised adjacency, sparse features, labels and split indices. It is data:
 every function of the loop takes it as an argument, and every compiled program receives it as
-one. It never changes during training. `build.py` makes it from a `data.Dataset`; here it is also
-made from a `jraph.GraphsTuple` and for a padded subgraph (`operator_graph`).
+one. It never changes during training. `build.py` makes it from a `data.Dataset`, a
+`jraph.GraphsTuple` or a padded subgraph (`operator_graph`).
 
 `propagate` (`Â @ h`) is one receiver-sorted segment sum (or, on the "gather" kernels, sums in a
 fixed order) with two exact custom rules, for its backward pass and for a vmapped seed sweep;
@@ -89,74 +89,6 @@ class Graph:
     @property
     def num_features(self) -> int:
         return self.feature_dim if self.feature_dim >= 0 else self.features.shape[1]
-
-
-def from_graphs_tuple(gt, num_classes: int) -> Graph:
-    """A `jraph.GraphsTuple` (nodes: [N, F] features; senders, receivers; padded or not) as the
-    `Graph` the GCN layers run on, traceable inside jit. Â is built from the structure as
-    everywhere else, `D^-1/2 (A + I) D^-1/2` over the edges as given (pass both directions of
-    an undirected edge); edge features are ignored. No labels or splits: it is for `apply`.
-    The features take the dense product (`dropped_feature_matmul`)."""
-    features = jnp.asarray(gt.nodes, jnp.float32)
-    n = features.shape[0]
-    loops = jnp.arange(n, dtype=jnp.int32)
-    senders = jnp.concatenate([jnp.asarray(gt.senders, jnp.int32), loops])
-    receivers = jnp.concatenate([jnp.asarray(gt.receivers, jnp.int32), loops])
-    order = jnp.lexsort((senders, receivers))
-    senders, receivers = senders[order], receivers[order]
-    degree = jnp.zeros(n, jnp.float32).at[receivers].add(1.0)
-    weights = jax.lax.rsqrt(degree[senders] * degree[receivers])
-    return operator_graph(
-        features=features,
-        feature_nonzeros=None,
-        senders=senders,
-        receivers=receivers,
-        weights=weights,
-        labels=jnp.full(n, -1, jnp.int32),
-        num_classes=num_classes,
-        feature_dim=features.shape[1],
-    )
-
-
-def operator_graph(
-    *, features, feature_nonzeros, senders, receivers, weights, labels, num_classes, feature_dim
-) -> Graph:
-    """A `Graph` holding only what a GNN's forward pass reads: features (dense rows, or
-    `feature_nonzeros` = (rows, cols, vals) sorted by row with `features` [n, 0]), Â's edges
-    sorted by receiver, and labels. No splits, neighbour lists or gather buckets; Â is not
-    assumed symmetric, so `graph.propagate`'s backward pass uses Â^T."""
-    n = features.shape[0]
-    empty = jnp.zeros((0,), jnp.int32)
-    rows, cols, vals = feature_nonzeros or (empty, empty, jnp.zeros((0,), jnp.float32))
-    return Graph(
-        features=features,
-        feat_rows=rows,
-        feat_cols=cols,
-        feat_vals=vals,
-        feat_ell_idx=jnp.zeros((n, 0), jnp.int32),
-        feat_ell_val=jnp.zeros((n, 0), jnp.float32),
-        senders=senders,
-        receivers=receivers,
-        weights=weights,
-        nbr_indptr=empty,
-        nbr_indices=empty,
-        labels=labels,
-        train_index=empty,
-        val_index=empty,
-        test_index=empty,
-        adj_buckets=None,
-        x_buckets=None,
-        xt_buckets=None,
-        num_classes=num_classes,
-        kernels="scatter",
-        feature_dim=feature_dim,
-        symmetric=False,
-    )
-
-
-def as_graph(g, num_classes: int) -> Graph:
-    """`g` itself, or a `jraph.GraphsTuple` turned into a `Graph` (`from_graphs_tuple`)."""
-    return g if isinstance(g, Graph) else from_graphs_tuple(g, num_classes)
 
 
 # The sparse products every backbone uses: `Â @ h` (`propagate`) and `X @ W`.
@@ -253,7 +185,7 @@ def dropped_feature_matmul(g, w, rate: float, train: bool, sparse: bool = True) 
     """`dropout(X) @ w`, called inside a Flax module: Kipf & Welling's dropout on the features'
     non-zeros only (dropping zeros changes nothing, and N*F random bits cost more than the
     layer); `sparse=False` drops and multiplies the dense features (a reference path)."""
-    # A graph with dense rows and no non-zero list (`graph.operator_graph`: subgraph views of
+    # A graph with dense rows and no non-zero list (`build.operator_graph`: subgraph views of
     # dense-featured graphs, jraph GraphsTuples) takes the dense product.
     sparse = sparse and not (g.feat_vals.shape[0] == 0 and g.features.shape[1] > 0)
     if sparse:

@@ -260,30 +260,31 @@ FULL_ENGINE = Engine(
 )
 
 
-def shared_reward(ctx: EnvContext, state: EnvState, acc: jax.Array):
+def shared_reward(ctx: EnvContext, state: EnvState, metric: jax.Array):
     """r_t = scale * (M_t - mean of the last b values of M); 0 on the first step."""
     window = ctx.config.reward_window
     filled = jnp.arange(window) < state.history_count
     baseline = jnp.sum(jnp.where(filled, state.history, 0.0)) / jnp.maximum(filled.sum(), 1)
-    baseline = jnp.where(state.history_count > 0, baseline, acc)
-    history = jnp.roll(state.history, 1).at[0].set(acc)
+    baseline = jnp.where(state.history_count > 0, baseline, metric)
+    history = jnp.roll(state.history, 1).at[0].set(metric)
     count = jnp.minimum(state.history_count + 1, window)
-    reward = ctx.config.reward_scale * (acc - baseline)
+    reward = ctx.config.reward_scale * (metric - baseline)
     return reward, state.replace(history=history, history_count=count)
 
 
 def step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState, actions, val_depths):
     """Returns (next EnvState, StepOutput). actions: [W] indices; val_depths: [V] depths."""
     k_train, k_move = jax.random.split(key)
+    # Only labelled walkers enter a buffer; under the `walk` transition a walker can leave them.
     is_train = data.train_pos[state.nodes] >= 0
     buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train)
     state, trained, loss = train_backbone(ctx, data, k_train, state.replace(buffers=buffers))
-    acc = validation_metric(ctx, data, state.val_logits, val_depths)
-    reward, state = shared_reward(ctx, state, acc)
+    metric = validation_metric(ctx, data, state.val_logits, val_depths)
+    reward, state = shared_reward(ctx, state, metric)
     next_nodes = move(ctx, data, k_move, state.nodes, actions + ctx.config.min_depth)
     # Finite parameters can still give non-finite logits (a backbone's own fault): either diverged.
     finite = all_finite(state.params) & jnp.all(jnp.isfinite(state.val_logits))
-    return state.replace(nodes=next_nodes), StepOutput(reward, acc, trained, loss, finite)
+    return state.replace(nodes=next_nodes), StepOutput(reward, metric, trained, loss, finite)
 
 
 def move(ctx: EnvContext, data: MDPData, key: jax.Array, nodes, depths) -> jax.Array:

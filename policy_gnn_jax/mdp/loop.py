@@ -23,7 +23,6 @@ from flax import struct
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import metrics
 from policy_gnn_jax.agents import base as agent_lib
-from policy_gnn_jax.agents import replay
 from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.mdp import audit as audit_lib
 from policy_gnn_jax.mdp import env
@@ -85,7 +84,7 @@ def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
     val_depths = ctx.agent.depths(k_val, policy, g, g.val_index)
     env_state, out = env.step(ctx.env, data, k_env, rs.env, actions, val_depths)
     rewards = jnp.broadcast_to(out.reward, nodes.shape)
-    transition = replay.Transition(nodes, actions, rewards, env_state.nodes)
+    transition = agent_lib.Transition(nodes, actions, rewards, env_state.nodes)
     agent_state, learned = ctx.agent.learn(k_learn, agent_state, policy, g, transition, rs.step)
     best = keep_best(rs.best, out.val_metric, env_state.params, policy, rs.step)
     step_metrics = {

@@ -12,7 +12,7 @@ from policy_gnn_jax import backbones
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
-from policy_gnn_jax.agents import dqn, random_policy
+from policy_gnn_jax.agents import build, random_policy
 from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import audit as audit_lib
@@ -25,7 +25,7 @@ def make_agent(config: config_lib.Config, g: graph_lib.Graph) -> agent_lib.Agent
     """The config's agent: the random policy or the DQN."""
     if config.random_policy:
         return random_policy.random_agent(config.min_depth, config.max_depth)
-    return dqn.dqn_agent(config, g)
+    return build.dqn_agent(config, g)
 
 
 def make_context(
