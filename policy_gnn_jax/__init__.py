@@ -47,7 +47,7 @@ _EXPORTS = {
     "load_dataset": ("policy_gnn_jax.data", "load_dataset"),
     "CheckpointError": ("policy_gnn_jax.runtime.checkpoint", "CheckpointError"),
     "DivergenceError": ("policy_gnn_jax.runtime.runner", "DivergenceError"),
-    "ResourceError": ("policy_gnn_jax.runtime.runner", "ResourceError"),
+    "ResourceError": ("policy_gnn_jax.runtime.memory", "ResourceError"),
 }
 
 

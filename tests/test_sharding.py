@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import memory, runner
 
 SCRIPT = pathlib.Path(__file__).with_name("sharded_sweep.py")
 
@@ -204,20 +204,20 @@ def test_host_devices_sharing_one_memory_are_counted_together():
     analysis = SimpleNamespace(argument_size_in_bytes=0, output_size_in_bytes=60,
                                alias_size_in_bytes=0, temp_size_in_bytes=0)  # fmt: skip
     compiled = SimpleNamespace(memory_analysis=lambda: analysis)
-    runner.check_memory(compiled, 4, available=100, copies=1)
-    with pytest.raises(runner.ResourceError, match="4 seeds need"):
-        runner.check_memory(compiled, 4, available=100, copies=2)
+    memory.check_memory(compiled, 4, available=100, copies=1)
+    with pytest.raises(memory.ResourceError, match="4 seeds need"):
+        memory.check_memory(compiled, 4, available=100, copies=2)
 
 
 def test_host_devices_are_as_many_as_the_graphs_copies_leave_memory_for(monkeypatch):
     """Every host device holds its own copy of the graph in the one host memory: a graph of a
     tenth of the free memory gets 2 of 8 devices (a quarter of the memory), a small one all 8."""
     monkeypatch.setattr(jax, "local_devices", lambda: list(range(8)))
-    monkeypatch.setattr(runner, "host_memory_bytes", lambda: 1000)
-    assert runner.host_devices_for({"a": np.zeros(100, np.uint8)}, "map") == 2
-    assert runner.host_devices_for({"a": np.zeros(10, np.uint8)}, "map") == 8
-    assert runner.host_devices_for({"a": np.zeros(900, np.uint8)}, "map") == 1
-    assert runner.host_devices_for({"a": np.zeros(10, np.uint8)}, "vmap") == 1
+    monkeypatch.setattr(memory, "host_memory_bytes", lambda: 1000)
+    assert memory.host_devices_for({"a": np.zeros(100, np.uint8)}, "map") == 2
+    assert memory.host_devices_for({"a": np.zeros(10, np.uint8)}, "map") == 8
+    assert memory.host_devices_for({"a": np.zeros(900, np.uint8)}, "map") == 1
+    assert memory.host_devices_for({"a": np.zeros(10, np.uint8)}, "vmap") == 1
 
 
 TIGHT_MEMORY = """

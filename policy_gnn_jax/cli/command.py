@@ -41,7 +41,7 @@ from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, a
     stopped_status,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import arguments, outputs, processes, runner
+from policy_gnn_jax.runtime import arguments, memory, outputs, processes, runner
 
 
 def _check_paths(args) -> None:
@@ -136,7 +136,7 @@ def _check_generator_args(args) -> None:
     # Generation holds float64 features and their float32 CSR copy (16 bytes a value) and the
     # int64 edge draws in both directions (about 40 bytes per unit of degree).
     needed = args.csbm_nodes * (16 * args.csbm_features + 40 * max(args.csbm_degree, 1.0))
-    available = runner.host_memory_bytes()
+    available = memory.host_memory_bytes()
     if available is not None and needed > available:
         raise runner.ResourceError(
             f"--csbm-nodes {args.csbm_nodes} with --csbm-features {args.csbm_features} needs "

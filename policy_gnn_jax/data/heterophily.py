@@ -9,17 +9,10 @@ and come with ten fixed splits each, as released with `yandex-research/heterophi
     edges int64 [E, 2] (undirected, each edge stored once),
     train_masks / val_masks / test_masks bool [10, N] (ten splits, disjoint within a split)
 
-A file is found offline exactly as Planetoid's raw files are (`data_dir` alone, else
-$POLICY_GNN_DATA then the cache), its SHA-256 is checked against the pinned one before it is read,
-and only a missing file is downloaded (into the cache, or `data_dir`). The upstream URL and
-checksums live here rather than in `planetoid.resolve_raw_file`, which names Planetoid's URL in
-its downloads and messages; the hashing, downloading and offline switch are Planetoid's.
-
-A `Dataset` holds one split (`split`); loop over `range(num_splits(name))` for all ten. Reverse
-edges are added (self-loops and duplicates dropped), features are used as given (0/1 and
-one-hot, not row-normalised, as the benchmark's own code does), and nodes in no split keep
-their label. Two-class graphs (minesweeper) are scored by ROC AUC, as the benchmark does;
-the others by accuracy (`Dataset.metric`).
+The files are found, checked and downloaded as Planetoid's (`load_heterophily` says how); the
+URL and checksums live here. A `Dataset` holds one split: features as given (not row-normalised,
+as the benchmark's code does), reverse edges added; two-class graphs (minesweeper) are scored by
+ROC AUC, as the benchmark does, the others by accuracy (`Dataset.metric`).
 """
 
 from __future__ import annotations
@@ -290,19 +283,9 @@ def load_heterophily(
     downloaded), so any graph saved in this format runs unchanged; it is read with
     `allow_pickle=False`, so an unverified file never runs code.
 
-    Args:
-      name_or_path: one of HETEROPHILY_NAMES, or the path of a .npz file of their format.
-      split: which of the file's fixed splits (0..num_splits - 1) gives train/val/test.
-      data_dir: a folder holding the benchmark's file.
-      download: allow downloading a missing file.
-      cache_dir: override of `default_cache_dir()`.
-
-    Returns:
-      The Dataset, named after the benchmark (or the file's stem), `source` the folder read.
-
-    Raises:
-      DataError: unknown name, split out of range, or the file missing, corrupt, or not of the
-        format (MissingDataError when it is missing and cannot be downloaded).
+    `split` (0..num_splits - 1) picks the file's train/val/test masks; `cache_dir` overrides
+    `default_cache_dir()`. The Dataset is named after the benchmark (or the file's stem).
+    Raises DataError (MissingDataError for a missing file that cannot be downloaded).
     """
     if is_npz_path(name_or_path):
         path = pathlib.Path(name_or_path)

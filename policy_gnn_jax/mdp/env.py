@@ -1,10 +1,8 @@
-"""The MDP (docs/algorithm.md section 3). The environment is the backbone GNN being trained.
+"""The MDP (docs/algorithm.md section 3): the environment is the backbone GNN being trained.
 
-`step(ctx, data, key, state, actions, val_depths)` adds the walkers' (node, depth) pairs to the
-action buffers, trains the backbone on every full buffer, measures M_t (validation accuracy with
-the greedy depths `val_depths`), pays the shared reward and moves the walkers. Every function is
-pure and top level over a static `EnvContext`; the graph comes in as data (`MDPData`), and the
-backbone and the engine are reached only through their interfaces.
+`step` adds the walkers' (node, depth) pairs to the action buffers, trains the backbone on every
+full buffer, measures M_t (the validation metric at the greedy depths), pays the shared reward and
+moves the walkers: pure functions over a static `EnvContext`, the graph passed as data (`MDPData`).
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ class MDPData:
 
 
 def mdp_data(g: graph_lib.Graph, train_hops: np.ndarray) -> MDPData:
-    """Args: train_hops: [T, T] hop distances between training nodes
-    (`graph.train_hop_distances`), used by the `labelled` transition."""
+    """`train_hops`: [T, T] hop distances between training nodes (`graph.train_hop_distances`)."""
     num_train = g.train_index.shape[0]
     train_pos = jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train))
     return MDPData(g, train_pos, jnp.asarray(train_hops))
@@ -52,13 +49,10 @@ class EnvState:
     opt_state: optax.OptState
     buffers: action_buffers.BufferState
     history: jax.Array  # [b] the last validation scores, newest first
-    # How many of `history` are filled (0 on the first step: no baseline yet).
-    history_count: jax.Array
-    # The engine's own state: the subgraph engine's validation neighbourhood (drawn once per
-    # seed); None on the full engine.
+    history_count: jax.Array  # how many of `history` are filled (0: no baseline yet)
+    # The engine's own state (the subgraph engine's validation neighbourhood); None: full engine.
     engine_state: Any = None
-    # [D, V, C] the backbone's validation logits at every depth for the current `params`
-    # (evaluation: no dropout); recomputed only when the backbone trains.
+    # [D, V, C] validation logits of every depth for `params` (no dropout), set by `init`.
     val_logits: jax.Array | None = None
 
 
@@ -71,15 +65,10 @@ class StepOutput(NamedTuple):
 
 
 class Engine(NamedTuple):
-    """How the backbone meets the graph, chosen once per run (`policy_gnn.make_context`): the full
-    engine (`FULL_ENGINE`, below) runs it on the whole graph; the subgraph and host engines
-    (`mdp/subgraph_engine.py`) on sampled neighbourhoods. The step never asks which it has.
-
-    Attributes:
-      init: (ctx, data, key) -> the engine's state, kept as `EnvState.engine_state` (or None).
-      loss_and_grads: (ctx, data, key, params, buffers) -> (loss, grads) of `buffer_loss`.
-      validation_logits: (ctx, data, params, engine_state) -> [D, V, C], evaluation mode.
-      test_logits: (ctx, data, params, key) -> [D, T_test, C], evaluation mode.
+    """How the backbone meets the graph, chosen once per run: the full engine (`FULL_ENGINE`) on
+    the whole graph, the subgraph and host engines (`mdp/subgraph_engine.py`) on sampled
+    neighbourhoods. The step never asks which it has. `init` -> `EnvState.engine_state` (or
+    None); `loss_and_grads` -> those of `buffer_loss`; the logits [D, nodes, C], evaluation mode.
     """
 
     init: Callable
@@ -188,16 +177,11 @@ def _buffer_sums_by_counts(ctx: EnvContext, params, g, key, buffers, mask, buffe
 
 def train_backbone(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState):
     """One optimiser step on the full buffers (if any), which are then emptied, and the
-    validation logits of the new parameters.
+    validation logits of the new parameters; returns (state, trained, loss or 0).
 
-    Both sit in a `lax.cond`, so a step with no full buffer (a third of Cora's steps) skips the
-    backbone's forward and backward (and the subgraph engine's sampling) and keeps the
-    validation logits, which depend on nothing but the parameters. Under vmap, JAX turns a cond
-    on per-seed values into a select that computes both branches; `--seed-mode map` keeps the
-    saving.
-
-    Returns:
-      (state, trained [] bool, loss [] (0 when nothing trained)).
+    A `lax.cond`: a step with no full buffer (a third of Cora's steps) skips the backbone's
+    forward and backward and keeps the validation logits. Under vmap the cond becomes a select
+    that computes both branches; `--seed-mode map` keeps the saving.
     """
     full = action_buffers.full(state.buffers, ctx.config.buffer_size)
     trained = jnp.any(full)
@@ -234,10 +218,6 @@ def validation_metric(ctx: EnvContext, data: MDPData, val_logits, val_depths) ->
 # The full engine: the backbone on the whole graph.
 
 
-def _no_engine_state(ctx, data, key):
-    del ctx, data, key
-
-
 def _full_loss_and_grads(ctx: EnvContext, data: MDPData, key, params, buffers):
     return jax.value_and_grad(functools.partial(buffer_loss, ctx))(params, data, key, buffers)
 
@@ -253,7 +233,7 @@ def full_test_logits(ctx: EnvContext, data: MDPData, params, key):
 
 
 FULL_ENGINE = Engine(
-    init=_no_engine_state,
+    init=lambda ctx, data, key: None,  # no state of its own
     loss_and_grads=_full_loss_and_grads,
     validation_logits=_full_validation_logits,
     test_logits=full_test_logits,
@@ -295,15 +275,8 @@ def move(ctx: EnvContext, data: MDPData, key: jax.Array, nodes, depths) -> jax.A
 
 
 def labelled_transition(key, nodes, depths, train_index, train_pos, hops):
-    """Next node uniform among the OTHER training nodes within `depth` hops; none: any train node.
-
-    Args:
-      key: PRNG key.
-      nodes: [W] current node ids (training nodes).
-      depths: [W] hops allowed.
-      train_index: [T] training node ids; train_pos: [N] node -> row of `hops` (-1 if none).
-      hops: [T, T] hop distances.
-    """
+    """Next node uniform among the OTHER training nodes within `depths` [W] hops of `nodes` [W]
+    (none: any training node). `train_pos`: [N] node -> row of `hops` [T, T] (-1: none)."""
     rows = train_pos[nodes]
     within = hops[rows] <= depths[:, None]
     within = within & (jnp.arange(hops.shape[0])[None, :] != rows[:, None])

@@ -1,8 +1,8 @@
 """The runtime: runs any `Trainer` over seeds, and keeps what it produces safe.
 
 - `trainer.py`: the `Trainer` interface (init, train_chunk, evaluate, selected) every method fills;
-- `runner.py`: seeds vmapped, mapped or sharded, in exact chunks, with the memory check, the
-  divergence check and checkpoints;
+- `runner.py`: seeds vmapped, mapped or sharded, in exact chunks, with the memory check
+  (`memory.py`), the divergence check and checkpoints;
 - `checkpoint.py`: checkpoints (one `.npz` and one JSON file per step);
 - `records.py`: the results record (`results.json`) and its one-line summary.
 

@@ -66,13 +66,9 @@ def _shown(value) -> str:
 
 
 class Checkpointer:
-    """Saves and restores (chunks done, vmapped state, metrics so far) for one run.
-
-    Args:
-      directory: the checkpoint folder.
-      fingerprint: a string that identifies the run (dataset, config, method, seeds); a folder
-        holding another run's checkpoint is refused, never silently resumed or overwritten.
-    """
+    """Saves and restores (chunks done, state, metrics so far) of one run in `directory`.
+    `fingerprint` identifies the run (`identity`: its fields, to name what differs): a folder
+    holding another run's checkpoint is refused, never resumed or overwritten."""
 
     def __init__(
         self, directory: str | os.PathLike, fingerprint: str, identity: dict | None = None
@@ -98,12 +94,8 @@ class Checkpointer:
             raise
 
     def restore(self, state_like, metrics_like_fn):
-        """Returns (chunks_done, units_done, state, metrics) of the latest checkpoint, or None.
-
-        Args:
-          state_like: a tree of arrays or ShapeDtypeStructs with the state's structure.
-          metrics_like_fn: units_done -> a tree of ShapeDtypeStructs of the metrics so far.
-        """
+        """(chunks_done, units_done, state, metrics) of the latest checkpoint, or None.
+        `state_like`: the state's shapes; `metrics_like_fn`: units done -> the metrics' shapes."""
         step = self.latest()
         if step is None:
             return None
@@ -132,9 +124,6 @@ class Checkpointer:
         metrics = jax.tree.map(np.asarray, restored["metrics"])
         self._restored = (meta["units_done"], float(meta.get("wall_time_s", 0.0)))
         return meta["chunks_done"], meta["units_done"], state, metrics
-
-    def _wall_before(self) -> float:
-        return self._restored[1] if self._restored else 0.0
 
     def resumed(self, wall_time_s: float) -> dict | None:
         """For the run's record: None for a run from the start; else how much was done before
@@ -169,7 +158,8 @@ class Checkpointer:
             "chunks_done": chunks_done,
             "units_done": units_done,
             "identity": self.identity,
-            "wall_time_s": self._wall_before() + time.perf_counter() - self._opened,
+            "wall_time_s": (self._restored[1] if self._restored else 0.0)
+            + time.perf_counter() - self._opened,
         }
         with signals_deferred():  # Ctrl-C during a save lands after it: the checkpoint is whole
             self._write(chunks_done, run, meta)
@@ -260,8 +250,8 @@ def _flush(f) -> None:
 
 
 def _discard(step: pathlib.Path) -> None:
-    """Deletes a step folder after renaming it to a name no reader takes for a step, so a kill
-    midway leaves no half-deleted step that a later run would refuse the folder over."""
+    """Deletes a step folder once renamed to a name no reader takes for a step (a kill midway
+    leaves no half-deleted step)."""
     gone = step.with_name(f"{step.name}.partial-{os.getpid()}-old")
     try:
         os.replace(step, gone)
@@ -280,8 +270,7 @@ def _sync_folder(folder: pathlib.Path) -> None:
 
 
 def _check_is_checkpoint_folder(directory: pathlib.Path) -> None:
-    """A folder holding anything but checkpoint steps (and its lock) is someone's files, not a
-    checkpoint: refused without touching it (and without telling anyone to delete it)."""
+    """A folder holding anything but checkpoint steps (and its lock) is refused untouched."""
     if not directory.is_dir():
         return
     orbax = sorted(p.parent.name for p in directory.glob("*/_CHECKPOINT_METADATA"))

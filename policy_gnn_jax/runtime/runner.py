@@ -2,7 +2,7 @@
 
 Around the compiled loop it does what a long run needs and nothing inside jit can:
 - exactly the episodes (or epochs) asked for: full chunks, then one shorter last chunk;
-- a memory check before anything is allocated (the compiled chunk's own memory analysis);
+- a memory check before anything is allocated (`memory.check_memory`);
 - a divergence check after every chunk: NaN/inf in any metric or any trained parameter stops
   the run with the episode and the learning rate to lower;
 - checkpoints every few chunks (`checkpoint.Checkpointer`) and resume after a crash.
@@ -26,6 +26,12 @@ from policy_gnn_jax.runtime.divergence import (  # noqa: F401 (DivergenceError: 
     find_divergence,
     raise_if_debug_nans_stop,
 )
+from policy_gnn_jax.runtime.memory import (
+    ResourceError,
+    available_memory_bytes,
+    check_memory,
+    host_devices_for,
+)
 from policy_gnn_jax.runtime.trainer import Trainer
 
 MAX_SEED = 2**32 - 1
@@ -45,10 +51,6 @@ stop_signal: list[int] = []
 def raise_if_stopped() -> None:
     if stop_signal:
         raise KeyboardInterrupt if stop_signal[0] == signal.SIGINT else Terminated
-
-
-class ResourceError(ValueError):
-    """The run cannot fit this machine (e.g. too many seeds for the memory). Says what to do."""
 
 
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
@@ -159,71 +161,6 @@ def chunk_lengths(total: int, per_call: int) -> list[int]:
     """Full chunks of `per_call`, then the remainder: exactly `total` units."""
     lengths = [per_call] * (total // per_call)
     return lengths + ([total % per_call] if total % per_call else [])
-
-
-def available_memory_bytes() -> int | None:
-    """Free memory of the default device (GPU: its allocator's limit; CPU: MemAvailable)."""
-    stats = jax.devices()[0].memory_stats() if jax.default_backend() != "cpu" else None
-    if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
-    return host_memory_bytes()
-
-
-def host_memory_bytes() -> int | None:
-    """The host's MemAvailable (no device is started to read it)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def host_devices_for(data, mode: str) -> int | None:
-    """On a CPU, one device for batched seeds (their bits depend on the seeds per device), else
-    as many as keep the graph's copies under a quarter of free memory; elsewhere None (all)."""
-    if jax.default_backend() != "cpu":
-        return None
-    free = host_memory_bytes()
-    graph = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(data))
-    if mode == "vmap" or not free or not graph:
-        return 1 if mode == "vmap" else None
-    return max(1, min(len(jax.local_devices()), int(0.25 * free // graph)))
-
-
-def check_memory(
-    compiled, num_seeds: int, available: int | None, resident: int = 0, copies: int = 1
-) -> None:
-    """Refuses a run whose compiled chunk needs more memory than is free. `resident`: bytes of
-    the graph, already there; `copies`: devices sharing that memory (XLA counts per device)."""
-    analysis = compiled.memory_analysis()
-    if analysis is None or available is None:
-        return
-    per_device = (
-        analysis.argument_size_in_bytes
-        + analysis.output_size_in_bytes
-        - analysis.alias_size_in_bytes
-        + analysis.temp_size_in_bytes
-    )
-    needed = copies * per_device - resident  # the other devices' copies of the graph are new
-    if needed > 0.9 * available:
-        per_seed = needed / num_seeds
-        fits = max(0, int(0.9 * available // max(per_seed, 1)))
-        if fits == 0:  # no seed count helps: the model itself is too large here
-            raise ResourceError(
-                f"one seed needs about {per_seed / 2**30:.1f} GiB but about "
-                f"{available / 2**30:.1f} GiB is free: the model is too large for this device. "
-                f"Lower its sizes (hidden widths, q_hidden, buffer_size, replay_capacity, "
-                f"subgraph_nodes and subgraph_edges for the subgraph and host engines, the "
-                f"number of classes) or use a device with more memory."
-            )
-        raise ResourceError(
-            f"{num_seeds} seeds need about {needed / 2**30:.1f} GiB ({per_seed / 2**20:.1f} MiB "
-            f"per seed) but about {available / 2**30:.1f} GiB is free: use at most {fits} seeds "
-            f"(--seeds), or run the sweep in several commands with different --seed."
-        )
 
 
 def run_trainer(
