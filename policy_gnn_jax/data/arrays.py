@@ -11,33 +11,29 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax.data.dataset import Dataset, InvalidDatasetError
+from policy_gnn_jax.data.dataset import Dataset, InvalidDatasetError, fail
 from policy_gnn_jax.data.edge_check import edge_problem
 from policy_gnn_jax.data.feature_input import as_features
-
-
-def _fail(problem: str, fix: str):
-    raise InvalidDatasetError(f"{problem} {fix}")
 
 
 def node_ids(name: str, values, num_nodes: int) -> np.ndarray:
     """Node ids as int32, range-checked on the values as given (a cast first would wrap them);
     anything else is an InvalidDatasetError naming `name` and what to pass."""
     if isinstance(values, np.ma.MaskedArray):  # np.asarray would drop the mask
-        _fail(f"{name} is a masked array.", f"Pass the node ids alone: {name}.compressed().")
+        fail(f"{name} is a masked array.", f"Pass the node ids alone: {name}.compressed().")
     array = np.asarray(values)
     if array.dtype == bool:
-        _fail(f"{name} is a boolean mask.", f"Pass node ids: np.flatnonzero({name}).")
+        fail(f"{name} is a boolean mask.", f"Pass node ids: np.flatnonzero({name}).")
     if array.size == 0 and array.ndim == 1:
         array = array.astype(np.int32)  # [] is no nodes, whatever dtype numpy guessed
     if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
-        _fail(
+        fail(
             f"{name} must be a 1-D array of node ids, got {array.dtype} {array.shape}.",
             f"Pass a 1-D array of integer ids in 0..{num_nodes - 1}, e.g. np.array([0, 5]).",
         )
     outside = (array < 0) | (array >= num_nodes)
     if np.any(outside):
-        _fail(
+        fail(
             f"{name} holds node id {array[outside][0]}, outside 0..{num_nodes - 1} "
             f"({int(outside.sum())} such ids).",
             f"Pass ids in 0..{num_nodes - 1}.",
@@ -49,12 +45,12 @@ def _as_labels(labels, num_nodes: int, num_classes) -> tuple[np.ndarray, int]:
     """Labels as int32 and the number of classes, every value checked before the cast."""
     labels = np.asarray(labels)
     if labels.ndim == 1 and labels.shape != (num_nodes,):
-        _fail(
+        fail(
             f"features have {num_nodes} rows but labels has {labels.shape[0]} entries.",
             "Give one feature row and one label per node (-1 for unlabelled nodes).",
         )
     if labels.shape != (num_nodes,) or not np.issubdtype(labels.dtype, np.integer):
-        _fail(
+        fail(
             f"labels must be integers of shape ({num_nodes},) (one per feature row), got "
             f"{labels.dtype} {labels.shape}.",
             "Pass one class id per node, -1 for unlabelled nodes.",
@@ -66,19 +62,19 @@ def _as_labels(labels, num_nodes: int, num_classes) -> tuple[np.ndarray, int]:
     )
     if np.any(low):
         node = int(np.flatnonzero(low)[0])
-        _fail(f"node {node} has label {labels[node]}.", "Use class ids 0..C-1, -1 for none.")
+        fail(f"node {node} has label {labels[node]}.", "Use class ids 0..C-1, -1 for none.")
     if num_classes is not None:
         if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
-            _fail(f"num_classes must be a whole number, got {num_classes!r}.", "Pass an int.")
-        if not 2 <= num_classes <= num_nodes:
-            _fail(
+            fail(f"num_classes must be a whole number, got {num_classes!r}.", "Pass an int.")
+        if not 2 <= num_classes <= num_nodes:  # before the labels are compared with it
+            fail(
                 f"num_classes is {num_classes}, for {num_nodes} nodes.",
                 "Pass the number of classes: at least 2, and at most one a node.",
             )
         high = labels >= num_classes  # on the values as given: an int32 cast would wrap them
         if np.any(high):
             node = int(np.flatnonzero(high)[0])
-            _fail(
+            fail(
                 f"node {node} has label {labels[node]}, not below num_classes {num_classes}.",
                 "Use class ids 0..C-1, -1 for none.",
             )
@@ -87,7 +83,7 @@ def _as_labels(labels, num_nodes: int, num_classes) -> tuple[np.ndarray, int]:
     # A class id above the node count cannot be a class of this graph (each class needs nodes):
     # a stray id would otherwise size every [N, C] array, and fail far from its cause.
     if labels[top] >= num_nodes:
-        _fail(
+        fail(
             f"node {top} has label {labels[top]}, which would make {int(labels[top]) + 1} classes "
             f"for {num_nodes} nodes.",
             "Class ids must be 0..C-1: fix that label, or pass num_classes= if it is right.",
@@ -101,7 +97,7 @@ EDGE_LAYOUTS = ("2xE", "Ex2")
 def _edge_rows(edges, layout: str | None) -> np.ndarray:
     """The edge array as [2, E]: a 2x2 array could be either layout, so it needs `layout`."""
     if sp.issparse(edges):
-        _fail(
+        fail(
             f"edges is a scipy sparse {edges.shape[0]}x{edges.shape[1]} matrix, not a dense "
             f"edge list.",
             "Pass a sparse [2, E] edge list as edges.toarray(); for an adjacency matrix, pass "
@@ -109,29 +105,29 @@ def _edge_rows(edges, layout: str | None) -> np.ndarray:
         )
     edges = np.asarray(edges)
     if layout is not None and layout not in EDGE_LAYOUTS:
-        _fail(
+        fail(
             f"edges_layout must be one of {EDGE_LAYOUTS}, got {layout!r}.",
             'Pass edges_layout="2xE" (senders, receivers) or "Ex2" (one edge a row), as written.',
         )
     if layout == "Ex2":
         if edges.ndim != 2 or edges.shape[1] != 2:  # before the transpose: the user's shape
-            _fail(
+            fail(
                 f'edges_layout="Ex2" needs an [E, 2] array (one edge a row), got {edges.shape}.',
                 'Pass edges_layout="2xE" for [2, E] (senders, receivers).',
             )
         edges = edges.T
     elif layout is None and edges.shape == (2, 2):
-        _fail(
+        fail(
             "a 2x2 edge array could be [2, E] (senders, receivers) or [E, 2] (one edge a row).",
             'Say which: edges_layout="2xE" or edges_layout="Ex2".',
         )
     elif layout is None and edges.ndim == 2 and edges.shape[1] == 2 and edges.shape[0] != 2:
-        _fail(
+        fail(
             f"edges have shape {edges.shape}: one edge a row ([E, 2]).",
             'Pass edges.T, or edges_layout="Ex2".',
         )
     if edges.ndim != 2 or edges.shape[0] != 2:
-        _fail(f"edges must have shape [2, E], got {edges.shape}.", "Pass (senders, receivers).")
+        fail(f"edges must have shape [2, E], got {edges.shape}.", "Pass (senders, receivers).")
     return edges
 
 
@@ -161,10 +157,10 @@ def _stored_edges(edges, layout, num_nodes: int, symmetrise: bool):
 def _normalise_edges(edges, num_nodes: int, symmetrise: bool) -> tuple[np.ndarray, list[str]]:
     """Returns the stored edge list and a list of what was changed."""
     if edges.size and not np.issubdtype(edges.dtype, np.integer):
-        _fail(f"edges must be integer node ids, got {edges.dtype}.", "Cast them to int.")
+        fail(f"edges must be integer node ids, got {edges.dtype}.", "Cast them to int.")
     outside = (edges < 0) | (edges >= num_nodes)  # on the values as given: no cast wraps them
     if np.any(outside):
-        _fail(
+        fail(
             f"edge endpoints must lie in 0..{num_nodes - 1}, got {edges[outside][0]} "
             f"({int(outside.sum())} such endpoints).",
             "Fix the node ids in the edge list.",
@@ -177,7 +173,7 @@ def _normalise_edges(edges, num_nodes: int, symmetrise: bool) -> tuple[np.ndarra
     stored = symmetric_edges(s, r, num_nodes)
     added = stored.shape[1] - unique.size
     if added and not symmetrise:
-        _fail(
+        fail(
             f"the graph is directed: {added} of its edges have no reverse edge.",
             "The GCN needs a symmetric adjacency: pass symmetrise=True to add the reverse edges, "
             "or add them yourself.",
@@ -233,10 +229,8 @@ def from_arrays(
     Raises:
       ValueError (InvalidDatasetError): a problem that cannot be repaired, naming the fix.
     """
-    if not isinstance(name, str) or not name:
-        _fail(f"name must be a non-empty string, got {name!r}.", "Pass the dataset's name.")
     if not isinstance(symmetrise, bool | np.bool_):  # "False" would read as true
-        _fail(f"symmetrise must be True or False, got {symmetrise!r}.", "Pass a bool.")
+        fail(f"symmetrise must be True or False, got {symmetrise!r}.", "Pass a bool.")
     feats = as_features(features)
     n = feats.shape[0]
     labels, classes = _as_labels(labels, n, num_classes)
@@ -274,44 +268,44 @@ def from_jraph(
     """
     fields = ("nodes", "senders", "receivers", "n_node")
     if not all(hasattr(graph, f) for f in fields) or graph.n_node is None:
-        _fail(
+        fail(
             f"graph must be a jraph.GraphsTuple with nodes, senders, receivers and n_node, got "
             f"{type(graph).__name__}.",
             "Build one with jraph.GraphsTuple(nodes=X, senders=s, receivers=r, n_node=[N], ...).",
         )
     n_node = np.asarray(graph.n_node).reshape(-1)
     if not np.issubdtype(n_node.dtype, np.integer):
-        _fail(f"n_node must hold whole numbers, got {n_node.tolist()}.", "Pass n_node=[N].")
+        fail(f"n_node must hold whole numbers, got {n_node.tolist()}.", "Pass n_node=[N].")
     if n_node.size != 1:
-        _fail(
+        fail(
             f"the GraphsTuple holds {n_node.size} graphs.",
             "Pass one graph (node classification on one graph): jraph.unbatch splits a batch, "
             "jraph.unpad_with_graphs removes padding.",
         )
     nodes = graph.nodes
     if nodes is None:
-        _fail("graph.nodes is None: the features are missing.", "Set nodes to the [N, F] array.")
+        fail("graph.nodes is None: the features are missing.", "Set nodes to the [N, F] array.")
     if isinstance(nodes, dict):
-        _fail(
+        fail(
             f"graph.nodes is a dict with keys {sorted(nodes)}.",
             "Pass a GraphsTuple whose nodes are the [N, F] feature array.",
         )
     rows = np.asarray(nodes).shape[0] if np.ndim(nodes) else 0
     if int(n_node[0]) != rows:
-        _fail(
+        fail(
             f"the GraphsTuple's n_node says {int(n_node[0])} nodes, but nodes has {rows} rows.",
             "Make n_node the number of feature rows.",
         )
     senders, receivers = np.asarray(graph.senders), np.asarray(graph.receivers)
     if senders.shape != receivers.shape or senders.ndim != 1:
-        _fail(
+        fail(
             f"senders {senders.shape} and receivers {receivers.shape} must be 1-D arrays of "
             f"one length.",
             "Pass one sender and one receiver per edge.",
         )
     n_edge = getattr(graph, "n_edge", None)
     if n_edge is not None and np.asarray(n_edge).reshape(-1).tolist() != [senders.size]:
-        _fail(
+        fail(
             f"the GraphsTuple's n_edge says {np.asarray(n_edge).reshape(-1).tolist()}, but "
             f"there are {senders.size} senders.",
             "Make n_edge the number of edges ([E]).",

@@ -173,7 +173,7 @@ def read_only(value, field: str):
     included, is kept as it is (a graph too large to copy is not copied). A writable memory map
     is refused: whoever holds it could change the file under a fit."""
     if isinstance(value, np.memmap) and value.flags.writeable:
-        _fail(
+        fail(
             f"{field} is a writable np.memmap: the file could change under a fit.",
             "Open it read-only (np.load(path, mmap_mode='r') or np.memmap(..., mode='r')).",
         )
@@ -186,7 +186,7 @@ def read_only(value, field: str):
             part.flags.writeable = False
         return value
     if not isinstance(value, np.ndarray):
-        _fail(
+        fail(
             f"{field} must be a NumPy array, got {type(value).__name__}.",
             "Build the dataset with policy_gnn_jax.from_arrays, which converts it.",
         )
@@ -217,7 +217,8 @@ def _writable(array: np.ndarray) -> bool:
 DENSE_MARKER = np.frombuffer(b"dense float32 rows", np.uint8)
 
 
-def _fail(problem: str, fix: str):
+def fail(problem: str, fix: str):
+    """Raises the InvalidDatasetError every dataset check raises: the problem, then the fix."""
     raise InvalidDatasetError(f"{problem} {fix}")
 
 
@@ -227,13 +228,13 @@ def validate(ds: Dataset) -> None:
     _check_feature_layout(ds.features)
     n = ds.num_nodes
     if n < 1 or ds.num_features < 1:
-        _fail(f"features have shape {ds.features.shape}.", "Need at least one node and feature.")
+        fail(f"features have shape {ds.features.shape}.", "Need at least one node and feature.")
     if not all_finite(ds.features):
-        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+        fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
     if isinstance(ds.num_classes, bool) or not isinstance(ds.num_classes, int):
-        _fail(f"num_classes must be a whole number, got {ds.num_classes!r}.", "Pass an int.")
+        fail(f"num_classes must be a whole number, got {ds.num_classes!r}.", "Pass an int.")
     if not 2 <= ds.num_classes <= n:
-        _fail(
+        fail(
             f"num_classes is {ds.num_classes}, for {n} nodes.",
             "Pass the number of classes: at least 2, and at most one a node.",
         )
@@ -244,7 +245,7 @@ def validate(ds: Dataset) -> None:
         for split in ("train", "val", "test"):
             present = np.unique(ds.labels[getattr(ds, f"{split}_index")])
             if present.size < 2:
-                _fail(
+                fail(
                     f"metric 'roc_auc' needs both classes in every split, but the {split} "
                     f"nodes are all of class {present[0]}.",
                     "Use a split with both classes (or, for a Dataset built in Python, "
@@ -255,13 +256,13 @@ def validate(ds: Dataset) -> None:
 def _check_feature_layout(feats) -> None:
     if is_dense_features(feats):
         if feats.dtype != np.float32 or feats.ndim != 2 or not feats.flags.c_contiguous:
-            _fail(
+            fail(
                 f"dense features must be a C-contiguous 2-D float32 array, got {feats.dtype} "
                 f"{feats.shape}{'' if feats.flags.c_contiguous else ' (not C-contiguous)'}.",
                 "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
             )
     elif not sp.isspmatrix_csr(feats) or feats.dtype != np.float32:
-        _fail(
+        fail(
             f"features must be a float32 scipy CSR matrix or dense array, got "
             f"{type(feats).__name__} of {getattr(feats, 'dtype', '?')}.",
             "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
@@ -280,7 +281,7 @@ def _check_csr(feats) -> None:
             )
         feats.check_format(full_check=True)
     except ValueError as err:
-        _fail(
+        fail(
             f"features are not a valid CSR matrix ({err}).",
             "Build the dataset with policy_gnn_jax.from_arrays, which converts them.",
         )
@@ -289,23 +290,23 @@ def _check_csr(feats) -> None:
 def _check_description(ds) -> None:
     """The name, source and split go into results.json and a saved fit: text and a whole number."""
     if not isinstance(ds.name, str) or not ds.name.strip("\x00"):
-        _fail(f"name must be a non-empty string, got {ds.name!r}.", "Name the dataset.")
+        fail(f"name must be a non-empty string, got {ds.name!r}.", "Name the dataset.")
     if not isinstance(ds.source, str):
-        _fail(
+        fail(
             f"source must be a string (the folder read from), got {ds.source!r}.",
             'Pass a path, or "" for a graph built in memory.',
         )
     for field in ("name", "source"):  # a saved fit's arrays cannot keep a NUL character
         if "\x00" in getattr(ds, field):
-            _fail(f"{field} contains a NUL character: {getattr(ds, field)!r}.", "Remove it.")
+            fail(f"{field} contains a NUL character: {getattr(ds, field)!r}.", "Remove it.")
         try:
             getattr(ds, field).encode("utf-8")
         except UnicodeEncodeError as err:  # a lone surrogate, from bytes decoded wrongly
-            _fail(f"{field} is not valid text ({err.reason} at {err.start}).", "Fix the text.")
+            fail(f"{field} is not valid text ({err.reason} at {err.start}).", "Fix the text.")
     if ds.metric not in METRICS:
-        _fail(f"metric must be one of {METRICS}, got {ds.metric!r}.", "Pick one of them.")
+        fail(f"metric must be one of {METRICS}, got {ds.metric!r}.", "Pick one of them.")
     if ds.metric == "roc_auc" and ds.num_classes != 2:
-        _fail(
+        fail(
             f"metric 'roc_auc' needs two classes, got num_classes {ds.num_classes}.",
             'Use metric="accuracy" for more classes.',
         )
@@ -313,7 +314,7 @@ def _check_description(ds) -> None:
     if split is not None and (
         isinstance(split, bool) or not isinstance(split, int) or not 0 <= split <= 2**31 - 1
     ):
-        _fail(
+        fail(
             f"split must be None or a whole number in 0..2**31-1, got {split!r}.",
             "Pass the index of the benchmark's fixed split, or None where it has one.",
         )
@@ -321,12 +322,12 @@ def _check_description(ds) -> None:
 
 def _check_labels(labels, n, num_classes):
     if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
-        _fail(
+        fail(
             f"labels must be an integer array of shape ({n},), got {labels.dtype} {labels.shape}.",
             "Pass one class id per node (-1 for unlabelled nodes).",
         )
     if labels.size and (labels.min() < -1 or labels.max() >= num_classes):
-        _fail(
+        fail(
             f"labels must lie in -1..{num_classes - 1}, got {labels.min()}..{labels.max()}.",
             "Use class ids 0..C-1, and -1 only for nodes in no split.",
         )
@@ -336,7 +337,7 @@ def _check_edges(edges, n):
     """In bounded memory (`edge_check`): a memory-mapped list of 8e7 edges is checked too."""
     problem = edge_problem(edges, n)
     if problem is not None:
-        _fail(*problem)
+        fail(*problem)
 
 
 def _check_splits(ds, n):
@@ -344,23 +345,23 @@ def _check_splits(ds, n):
     seen = np.zeros(n, bool)
     for name, index in splits.items():
         if index.ndim != 1 or not np.issubdtype(index.dtype, np.integer) or index.size == 0:
-            _fail(
+            fail(
                 f"{name}_index must be a non-empty 1-D integer array, got {index.dtype} "
                 f"{index.shape}.",
                 "Pass the node ids of each split.",
             )
         if index.min() < 0 or index.max() >= n:
-            _fail(
+            fail(
                 f"{name}_index has ids outside 0..{n - 1} ({index.min()}..{index.max()}).",
                 "Fix the split's node ids.",
             )
         if np.unique(index).size != index.size:
-            _fail(f"{name}_index repeats node ids.", "List each node once.")
+            fail(f"{name}_index repeats node ids.", "List each node once.")
         if np.any(seen[index]):
-            _fail(f"{name}_index overlaps another split.", "Make train/val/test disjoint.")
+            fail(f"{name}_index overlaps another split.", "Make train/val/test disjoint.")
         seen[index] = True
         if np.any(ds.labels[index] < 0):
-            _fail(
+            fail(
                 f"{np.sum(ds.labels[index] < 0)} nodes of {name}_index have no label (-1).",
                 "Give every split node a class id, or leave it out of the split.",
             )

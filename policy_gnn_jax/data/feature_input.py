@@ -9,12 +9,8 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax.data.dataset import InvalidDatasetError
+from policy_gnn_jax.data.dataset import fail
 from policy_gnn_jax.data.dense import all_finite
-
-
-def _fail(problem: str, fix: str):
-    raise InvalidDatasetError(f"{problem} {fix}")
 
 
 def as_features(features) -> sp.csr_matrix | np.ndarray:
@@ -24,7 +20,7 @@ def as_features(features) -> sp.csr_matrix | np.ndarray:
     if isinstance(features, np.memmap):
         return _mapped_features(features)
     if isinstance(features, np.ma.MaskedArray):  # np.asarray would drop the mask, unseen
-        _fail(
+        fail(
             "features are a numpy masked array, whose masked entries would be used as values.",
             "Fill them first (features.filled(0), or another value that means 'missing' to you).",
         )
@@ -34,7 +30,7 @@ def as_features(features) -> sp.csr_matrix | np.ndarray:
     else:
         dense = _upcast_small_floats(np.asarray(features))
         if dense.ndim != 2 or not np.issubdtype(dense.dtype, np.number):
-            _fail(
+            fail(
                 f"features must be a numeric [N, F] array, got {dense.dtype} {dense.shape}.",
                 "Pass one feature row per node (dense or scipy.sparse).",
             )
@@ -42,18 +38,18 @@ def as_features(features) -> sp.csr_matrix | np.ndarray:
         if not isinstance(features, np.ndarray) and dense.dtype.kind == "f":  # ints made floats
             _warn_rounded(_listed_integers_float32_rounds(features), stacklevel=4)
     if np.iscomplexobj(values):
-        _fail(
+        fail(
             "features are complex numbers.",
             "Pass real features (e.g. the real and imaginary parts as separate columns).",
         )
     if given.shape[0] < 1:
-        _fail("the graph has no nodes (features have 0 rows).", "Pass at least one node.")
+        fail("the graph has no nodes (features have 0 rows).", "Pass at least one node.")
     _check_float32_range(values)
     matrix = sp.csr_matrix(given, dtype=np.float32)  # NaN/inf are non-zeros: checked below
     matrix.sum_duplicates()
     matrix.sort_indices()
     if not np.all(np.isfinite(matrix.data)):
-        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+        fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
     return matrix
 
 
@@ -61,22 +57,22 @@ def _mapped_features(features: np.memmap) -> np.memmap:
     """A memory-mapped [N, F] float32 C-order array, checked a block of rows at a time and used
     in place. Any other map is refused rather than converted: its copy could be many GB."""
     if features.dtype != np.float32:
-        _fail(
+        fail(
             f"features are a memory-mapped {features.dtype} array, which would be copied whole "
             f"to convert it.",
             "Write them as float32 (np.lib.format.open_memmap(path, 'w+', np.float32, shape)) "
             "and map that file.",
         )
     if features.ndim != 2 or not features.flags.c_contiguous:
-        _fail(
+        fail(
             f"memory-mapped features must be a C-order [N, F] array, got shape {features.shape}"
             f"{_layout(features)}.",
             "Write them as one row per node, in C order.",
         )
     if features.shape[0] < 1:
-        _fail("the graph has no nodes (features have 0 rows).", "Pass at least one node.")
+        fail("the graph has no nodes (features have 0 rows).", "Pass at least one node.")
     if not all_finite(features):
-        _fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
+        fail("features contain NaN or inf.", "Replace or drop the non-finite entries.")
     return features
 
 
@@ -146,7 +142,7 @@ def _check_float32_range(values: np.ndarray) -> None:
     )
     too_large = magnitude > np.finfo(np.float32).max
     if np.any(too_large):
-        _fail(
+        fail(
             f"{int(too_large.sum())} feature value(s) (largest {magnitude.max():.3g}) are beyond "
             f"float32's range (±{np.finfo(np.float32).max:.3g}), which this library computes in.",
             "Rescale the features (e.g. divide by their largest value).",
