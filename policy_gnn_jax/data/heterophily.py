@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import urllib.error
 import zipfile
 
 import numpy as np
@@ -80,71 +79,22 @@ def _benchmark_name(name: str) -> str:
     return name
 
 
-def _verify(path: pathlib.Path) -> pathlib.Path:
-    expected = HETEROPHILY_SHA256[path.name]
-    got = planetoid.sha256_of(path)
-    if got != expected:
-        raise DataError(
-            f"{path} is corrupt or not the benchmark's {path.name}: its SHA-256 is {got}, "
-            f"expected {expected} ({path.stat().st_size} bytes on disk). Delete it and "
-            f"re-download it, or replace it with a verified copy from "
-            f"{HETEROPHILY_URL}/{path.name}. To load another file of this format on purpose, "
-            f"pass its path (ending in .npz): a path is read without a checksum."
-        )
-    return path
-
-
-def _download(filename: str, searched: list, target: pathlib.Path, download: bool):
-    expected, url = HETEROPHILY_SHA256[filename], f"{HETEROPHILY_URL}/{filename}"
-    where = ", ".join(str(f) for f in searched)
-    if not download or planetoid._is_offline():
-        reason = "downloads are disabled" if not download else f"${planetoid.OFFLINE_ENV} is set"
-        raise MissingDataError(
-            f"Missing {filename}: not found in {where}, and {reason}. Download it from {url} "
-            f"(SHA-256 {expected}) into one of those folders, or point --data-dir / "
-            f"${planetoid.DATA_ENV} at a folder holding it."
-        )
-    try:
-        planetoid.fetch_url(url, target / filename, expected)
-    except (urllib.error.URLError, OSError, TimeoutError) as err:
-        raise MissingDataError(
-            f"Missing {filename}: not found in {where}, and downloading {url} failed ({err}). If "
-            f"this machine is offline, download it elsewhere (SHA-256 {expected}), copy it into "
-            f"{target} or any folder, and pass that folder with --data-dir or "
-            f"${planetoid.DATA_ENV}."
-        ) from None
-    return target / filename
-
-
 def resolve_file(
     name: str,
     data_dir: str | os.PathLike | None = None,
     download: bool = True,
     cache_dir: str | os.PathLike | None = None,
 ) -> pathlib.Path:
-    """The verified file of benchmark `name`, found or downloaded as `load_heterophily` says.
-
-    Raises:
-      DataError: unknown name, no such `data_dir`, or the file corrupt.
-      MissingDataError: the file is nowhere and cannot be downloaded.
-    """
+    """The verified file of benchmark `name`, found or downloaded as `load_heterophily` says."""
     filename = HETEROPHILY_FILES[_benchmark_name(name)]
-    if data_dir is not None and not pathlib.Path(data_dir).is_dir():
-        # Never fall back silently to $POLICY_GNN_DATA or the cache: the user named this folder.
-        raise DataError(
-            f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
-            f"holds {filename} (--data-dir / data_dir)."
-        )
-    if data_dir is not None:  # that folder means that folder: nothing is read from others
-        folders, target = [pathlib.Path(data_dir)], pathlib.Path(data_dir)
-    else:
-        target = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
-        env = planetoid.env_data_dirs()
-        folders = list(dict.fromkeys([*env, target]))
-    for folder in folders:
-        if (folder / filename).is_file():
-            return _verify(folder / filename)
-    return _download(filename, folders, target, download)
+    folders, target = planetoid.data_folders(data_dir, cache_dir, default_cache_dir(), filename)
+    url, expected = f"{HETEROPHILY_URL}/{filename}", HETEROPHILY_SHA256[filename]
+    path = planetoid.find_or_download(filename, folders, target, url, download, expected)
+    return planetoid.check_sha256(
+        path, expected, f"the benchmark's {filename}", url,
+        " To load another file of this format on purpose, pass its path (ending in .npz): a "
+        "path is read without a checksum.",
+    )  # fmt: skip
 
 
 def read_npz(path: pathlib.Path) -> dict[str, np.ndarray]:

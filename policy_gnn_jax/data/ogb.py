@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from policy_gnn_jax.data import planetoid
 from policy_gnn_jax.data.arrays import symmetric_edges
-from policy_gnn_jax.data.dataset import DataError, Dataset, MissingDataError
+from policy_gnn_jax.data.dataset import DataError, Dataset
 
 OGB_NAMES = ("ogbn-arxiv",)
 ARXIV_URL = "http://snap.stanford.edu/ogb/data/nodeproppred/arxiv.zip"
@@ -80,20 +80,10 @@ def verified_zip(
 
     Returns (path, sha, first): `first` when no checksum is recorded yet; the caller records it
     once the zip has parsed (a damaged first copy is never trusted)."""
-    if data_dir is not None and not pathlib.Path(data_dir).is_dir():
-        raise DataError(
-            f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
-            f"holds {ARXIV_ZIP} (--data-dir / data_dir)."
-        )
     cache = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()  # holds the record
-    if data_dir is not None:  # that folder means that folder: nothing is read from others
-        folders, target = [pathlib.Path(data_dir)], pathlib.Path(data_dir)
-    else:
-        folders = planetoid.env_data_dirs() + [cache]
-        target = cache
-    found = next((f / ARXIV_ZIP for f in folders if (f / ARXIV_ZIP).is_file()), None)
-    if found is None:
-        found = _download_zip(folders, target, download)
+    folders, target = planetoid.data_folders(data_dir, cache, cache, ARXIV_ZIP)
+    # No checksum to check a download against yet: the first copy's is recorded once it parses.
+    found = planetoid.find_or_download(ARXIV_ZIP, folders, target, ARXIV_URL, download)
     sha = planetoid.sha256_of(found)
     expected = _recorded(cache).get(ARXIV_ZIP)
     if expected is not None and sha != expected:
@@ -103,25 +93,6 @@ def verified_zip(
             f"replaced it on purpose, delete the {ARXIV_ZIP} entry of that record."
         )
     return found, sha, expected is None
-
-
-def _download_zip(searched, cache: pathlib.Path, download: bool) -> pathlib.Path:
-    where = ", ".join(str(f) for f in searched)
-    if not download or planetoid._is_offline():
-        reason = "downloads are disabled" if not download else f"${planetoid.OFFLINE_ENV} is set"
-        raise MissingDataError(
-            f"Missing {ARXIV_ZIP}: not found in {where}, and {reason}. Download {ARXIV_URL} "
-            f"into one of those folders, or point --data-dir / ${planetoid.DATA_ENV} at it."
-        )
-    dest = cache / ARXIV_ZIP
-    try:
-        planetoid.fetch_url(ARXIV_URL, dest)  # no checksum to check against yet
-    except (OSError, TimeoutError) as err:
-        raise MissingDataError(
-            f"Missing {ARXIV_ZIP}: not found in {where}, and downloading {ARXIV_URL} failed "
-            f"({err}). Download it elsewhere and pass its folder with --data-dir."
-        ) from None
-    return dest
 
 
 def _read_csv(archive: zipfile.ZipFile, member: str, dtype, columns: int | None):

@@ -101,6 +101,63 @@ def fetch_url(url: str, dest: pathlib.Path, expected_sha: str | None = None) -> 
             os.remove(tmp_name)
 
 
+def data_folders(data_dir, cache_dir, default_cache: pathlib.Path, holding: str):
+    """(the folders searched, the folder a download goes to): `data_dir` alone when given (it must
+    be a folder: never passed over silently for $POLICY_GNN_DATA or the cache), else
+    $POLICY_GNN_DATA, then the cache (`cache_dir`, default `default_cache`)."""
+    if data_dir is not None:
+        if not pathlib.Path(data_dir).is_dir():
+            raise DataError(
+                f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
+                f"holds {holding} (--data-dir / data_dir)."
+            )
+        return [pathlib.Path(data_dir)], pathlib.Path(data_dir)
+    cache = pathlib.Path(cache_dir) if cache_dir else default_cache
+    return list(dict.fromkeys([*env_data_dirs(), cache])), cache
+
+
+def find_or_download(
+    filename: str, folders: list, target: pathlib.Path, url: str, download: bool, expected=None,
+    label: str | None = None, holding: str = "it",
+) -> pathlib.Path:  # fmt: skip
+    """The first `folder / filename` of `folders` that exists, else `url` downloaded into
+    `target` (kept only if its SHA-256 is `expected`, when given). A file nowhere that cannot be
+    downloaded is a MissingDataError saying where it looked and how to provide it."""
+    found = next((f / filename for f in folders if (f / filename).is_file()), None)
+    if found is not None:
+        return found
+    label, where = label or filename, ", ".join(str(f) for f in folders)
+    sha = f" (SHA-256 {expected})" if expected else ""
+    if not download or _is_offline():
+        reason = "downloads are disabled" if not download else f"${OFFLINE_ENV} is set"
+        raise MissingDataError(
+            f"Missing {label}: not found in {where}, and {reason}. Download it from {url}{sha} "
+            f"into one of those folders, or point --data-dir / ${DATA_ENV} at a folder holding "
+            f"{holding}."
+        )
+    try:
+        fetch_url(url, target / filename, expected)
+    except (urllib.error.URLError, OSError, TimeoutError) as err:
+        raise MissingDataError(
+            f"Missing {label}: not found in {where}, and downloading {url} failed ({err}). If "
+            f"this machine is offline, download it elsewhere{sha}, copy it into {target} or any "
+            f"folder, and pass that folder with --data-dir or ${DATA_ENV}."
+        ) from None
+    return target / filename
+
+
+def check_sha256(path: pathlib.Path, expected: str, what: str, url: str, more: str = ""):
+    """`path`, if its SHA-256 is `expected`; else a DataError naming both and where to get it."""
+    got = sha256_of(path)
+    if got != expected:
+        raise DataError(
+            f"{path} is corrupt or not {what}: its SHA-256 is {got}, expected {expected} "
+            f"({path.stat().st_size} bytes on disk). Delete it and re-download it, or replace it "
+            f"with a verified copy from {url}.{more}"
+        )
+    return path
+
+
 def resolve_raw_file(
     filename: str,
     search_dirs: list[pathlib.Path],
@@ -108,55 +165,13 @@ def resolve_raw_file(
     sha_table: dict[str, str],
     download: bool,
 ) -> pathlib.Path:
-    """Finds a verified copy of one raw file, downloading it into the cache if allowed.
-
-    Args:
-      filename: e.g. "ind.cora.x".
-      search_dirs: folders searched in order (the --data-dir flag, $POLICY_GNN_DATA); the cache
-        folder is searched after them.
-      cache_dir: where downloads go.
-      sha_table: expected SHA-256 per filename.
-      download: whether a missing file may be fetched from PLANETOID_URL.
-
-    Returns:
-      The path of a file whose SHA-256 matches.
-
-    Raises:
-      DataError: the file is corrupt, or missing everywhere and cannot be downloaded.
-    """
-    expected = sha_table[filename]
+    """A verified copy of one raw file (e.g. "ind.cora.x"): from `search_dirs`, then `cache_dir`,
+    else downloaded into `cache_dir` if `download`; its SHA-256 must be `sha_table`'s."""
+    url, expected = f"{PLANETOID_URL}/{filename}", sha_table[filename]
     folders = list(dict.fromkeys([*search_dirs, cache_dir]))
-    for folder in folders:
-        path = folder / filename
-        if path.is_file():
-            got = sha256_of(path)
-            if got != expected:
-                raise DataError(
-                    f"{path} is corrupt or not the original Planetoid file: its SHA-256 is {got}, "
-                    f"expected {expected} ({path.stat().st_size} bytes on disk). Delete it and "
-                    f"re-download it, or replace it with a verified copy from "
-                    f"{PLANETOID_URL}/{filename}."
-                )
-            return path
-    searched = ", ".join(str(f) for f in folders)
-    if not download or _is_offline():
-        reason = "downloads are disabled" if not download else f"${OFFLINE_ENV} is set"
-        raise MissingDataError(
-            f"Missing raw file {filename}: not found in {searched}, and {reason}. Download it from "
-            f"{PLANETOID_URL}/{filename} (SHA-256 {expected}) into one of those folders, or point "
-            f"--data-dir / ${DATA_ENV} at a folder holding the ind.* files."
-        )
-    url = f"{PLANETOID_URL}/{filename}"
-    try:
-        fetch_url(url, cache_dir / filename, expected)
-    except (urllib.error.URLError, OSError, TimeoutError) as err:
-        raise MissingDataError(
-            f"Missing raw file {filename}: not found in {searched}, and downloading {url} failed "
-            f"({err}). If this machine is offline, download the file elsewhere (SHA-256 "
-            f"{expected}), copy it into {cache_dir} or any folder, and pass that folder with "
-            f"--data-dir or ${DATA_ENV}."
-        ) from None
-    return cache_dir / filename
+    path = find_or_download(filename, folders, cache_dir, url, download, expected,
+                            f"raw file {filename}", "the ind.* files")  # fmt: skip
+    return check_sha256(path, expected, "the original Planetoid file", url)
 
 
 def env_data_dirs() -> list[pathlib.Path]:
@@ -251,36 +266,19 @@ def load_planetoid(
     from both is downloaded into the cache (unless `download` is False or $POLICY_GNN_OFFLINE is
     set). The Dataset's `source` names the folders the files came from.
 
-    Args:
-      name: "cora", "citeseer" or "pubmed".
-      data_dir: a folder holding `ind.<name>.*` files.
-      download: allow downloading missing files.
-      cache_dir: override of `default_cache_dir()`.
-      sha_table: override of the pinned checksums (tests use it for stand-in files).
-
-    Returns:
-      The Dataset.
-
-    Raises:
-      DataError: unknown name, or a file missing, corrupt or unreadable.
+    `name`: "cora", "citeseer" or "pubmed"; `cache_dir` overrides `default_cache_dir()`,
+    `sha_table` the pinned checksums (tests use it for stand-in files). Raises DataError: an
+    unknown name, or a file missing, corrupt or unreadable.
     """
     name = name.lower()
     if name not in PLANETOID_NAMES:
         raise DataError(f"Unknown Planetoid dataset {name!r}: choose one of {PLANETOID_NAMES}.")
-    if data_dir is not None and not pathlib.Path(data_dir).is_dir():
-        # Never fall back silently to $POLICY_GNN_DATA or the cache: the user named this folder.
-        raise DataError(
-            f"data folder {data_dir} does not exist or is not a folder: pass the folder that "
-            f"holds the ind.{name}.* files (--data-dir / data_dir)."
-        )
-    if data_dir is not None:  # that folder means that folder: nothing is filled in from others
-        search_dirs, cache = [], pathlib.Path(data_dir)
-    else:
-        search_dirs = env_data_dirs()
-        cache = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
+    folders, target = data_folders(
+        data_dir, cache_dir, default_cache_dir(), f"the ind.{name}.* files"
+    )
     table = sha_table or PLANETOID_SHA256
     paths = {
-        s: resolve_raw_file(f"ind.{name}.{s}", search_dirs, cache, table, download)
+        s: resolve_raw_file(f"ind.{name}.{s}", folders, target, table, download)
         for s in RAW_SUFFIXES
     }
     try:
