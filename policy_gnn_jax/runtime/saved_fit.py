@@ -239,11 +239,9 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"saved it."
         )
     if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{folder}/fit.json has an unknown format {meta.get('format')}.")
-    if not {"files", "run_fingerprint"} <= set(meta):
         raise CheckpointError(
-            f"{folder}/fit.json has lost its manifest ('files' or 'run_fingerprint'): the file "
-            f"was edited. Save the fit again."
+            f"{folder}/fit.json has an unknown format {meta.get('format')!r} (this version "
+            f"writes {FORMAT}): fit it again, or load it with the version that saved it."
         )
     _check_meta(folder, meta)
     blobs = {name: _read_bytes(folder / name) for name in MANIFEST_FILES}
@@ -295,6 +293,7 @@ def _check_meta(folder: pathlib.Path, meta: dict) -> None:
         "method": str,
         "config": dict,
         "dataset_fingerprint": str,
+        "run_fingerprint": str,
         "num_leaves": int,
         "dtypes": list,
         "custom": list,

@@ -133,7 +133,17 @@ def test_a_manifest_is_required_from_the_format_that_writes_one(one_seed_fits, t
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     meta.pop("files")
     (tmp_path / "f" / "fit.json").write_text(json.dumps(meta))
-    with pytest.raises(pg.CheckpointError, match="manifest"):
+    with pytest.raises(pg.CheckpointError, match="fit.json's 'files' is None, not a dict"):
+        pg.load(tmp_path / "f")
+
+
+def test_a_fit_json_of_a_format_written_as_text_names_the_format(one_seed_fits, tmp_path):
+    """A format that is not the number this version writes is named as it stands in the file
+    ('4', a string), not printed as if it were the right one."""
+    one_seed_fits[1][0].save(tmp_path / "f")
+    meta = json.loads((tmp_path / "f" / "fit.json").read_text())
+    (tmp_path / "f" / "fit.json").write_text(json.dumps({**meta, "format": str(meta["format"])}))
+    with pytest.raises(pg.CheckpointError, match=r"unknown format '\d+' \(this version writes"):
         pg.load(tmp_path / "f")
 
 
