@@ -150,6 +150,19 @@ def test_unsorted_duplicate_edges_give_the_same_dataset():
     assert np.all(np.diff(r * a.num_nodes + s) > 0)  # receiver-sorted, no duplicates
 
 
+@pytest.mark.parametrize("nodes", [None, {"x": np.zeros((5, 3))}, np.zeros(5)])
+def test_a_graphs_tuple_without_a_feature_matrix_is_named(small_dataset, nodes):
+    """A built-in backbone given a GraphsTuple whose nodes are not an [N, F] array says so,
+    not a JAX error about None or a dict."""
+    config = pg.Config.tiny()
+    graph = pg.graph.from_dataset(small_dataset)
+    backbone = pg.make_backbone(config, graph, 1, config.max_depth)
+    params = backbone.init(jax.random.key(0), graph)
+    bad = small_dataset.to_jraph()._replace(nodes=nodes)
+    with pytest.raises(ValueError, match=r"GraphsTuple's nodes must be the \[N, F\] features"):
+        backbone.logits(params, bad, None)
+
+
 def test_jraph_round_trip(small_dataset):
     g = small_dataset.to_jraph()
     back = pg.from_jraph(

@@ -32,6 +32,26 @@ def test_a_replay_memory_smaller_than_a_step_is_the_config_field_and_a_value_tha
     pg.fit(ds, bigger, seeds=1, progress=False)
 
 
+def test_a_dqn_agent_built_for_fewer_walkers_is_refused_not_overflowed():
+    """An agent built on another graph checked its walkers there: the walkers of the graph it is
+    fitted on, more than its replay memory holds, are refused, not written over one another in
+    one step (which drops transitions, and on a GPU keeps an unspecified one)."""
+    config = pg.Config.tiny()  # replay_capacity 256
+    agent = pg.dqn_agent(config, pg.graph.from_dataset(_graph(num_train=30, n=300)))
+    with pytest.raises(pg.ConfigError, match=r"300 transitions.*holds 256.*replay_capacity"):
+        pg.fit(_graph(num_train=300), config, agent=agent, seeds=1, progress=False)
+
+
+def test_the_replay_memory_refuses_a_batch_wider_than_itself():
+    import jax.numpy as jnp
+
+    from policy_gnn_jax.agents import base, dqn
+
+    ids = jnp.arange(6, dtype=jnp.int32)
+    with pytest.raises(ValueError, match="adds 6 transitions.*holds 4"):
+        dqn.replay_add(dqn.replay_init(4), base.Transition(ids, ids, ids * 1.0, ids))
+
+
 def test_a_folder_under_home_is_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)

@@ -240,6 +240,19 @@ def test_a_dataset_description_that_cannot_be_saved_is_refused_up_front(change, 
         dataclasses.replace(_build(), **change)
 
 
+def test_from_arrays_refuses_a_bad_name_before_repairing_the_edges():
+    """A name that cannot be saved is refused first: not after a warning that the edges were
+    repaired, nor hidden behind another problem of the arrays (NaN features)."""
+    arrays = _arrays()  # its edges are directed: they would be symmetrised, with a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a repair warning first fails the test
+        with pytest.raises(pg.InvalidDatasetError, match="name must be a non-empty string"):
+            pg.from_arrays(**arrays, name="")
+    arrays["features"][0, 0] = np.nan
+    with pytest.raises(pg.InvalidDatasetError, match="name must be a non-empty string"):
+        pg.from_arrays(**arrays, name=None)
+
+
 def test_a_numpy_split_and_a_path_source_round_trip_through_a_saved_fit(tmp_path):
     import dataclasses
     import pathlib

@@ -126,13 +126,20 @@ def replay_init(capacity: int) -> ReplayState:
 
 
 def replay_add(state: ReplayState, batch: Transition) -> ReplayState:
-    """Writes a batch of W <= capacity transitions at the ring position, over the oldest when
-    full. Node ids and actions must be integers and rewards floats, all [W]: a wrong dtype is an
-    error here rather than a silent cast."""
+    """Writes a batch of W transitions at the ring position, over the oldest when full. Node ids
+    and actions must be integers and rewards floats, all [W]: a wrong dtype is an error here
+    rather than a silent cast, and W above the capacity too (slots repeated in one write would
+    drop transitions, and keep an unspecified one on a GPU)."""
     chex.assert_rank(list(batch), 1)
     chex.assert_equal_shape(list(batch))
     chex.assert_type([batch.node_tm1, batch.a_tm1, batch.node_t, batch.r_t], [int, int, int, float])
     width, capacity = batch.r_t.shape[0], state.data.r_t.shape[0]
+    if width > capacity:  # shapes are static: refused while tracing, before anything runs
+        raise ValueError(
+            f"each MDP step adds {width} transitions (one per walker) but the replay memory holds "
+            f"{capacity} (Config.replay_capacity): build the agent with replay_capacity of at "
+            f"least {width} (--set replay_capacity={width}), or lower Config.num_walkers."
+        )
     slots = (state.position + jnp.arange(width)) % capacity
     data = jax.tree.map(
         lambda buf, new: buf.at[slots].set(new.astype(buf.dtype)), state.data, batch

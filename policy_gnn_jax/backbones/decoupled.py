@@ -68,7 +68,7 @@ class DecoupledGCN(nn.Module):
 
     @nn.compact
     def __call__(self, g: graph_lib.Graph | jraph.GraphsTuple, *, train: bool) -> jax.Array:
-        g = backbone_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
+        g = graph_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
         init = nn.initializers.glorot_uniform()
         w_1 = self.param("w_1", init, (g.num_features, self.hidden))
         b_1 = self.param("b_1", nn.initializers.zeros, (self.hidden,))

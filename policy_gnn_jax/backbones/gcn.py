@@ -56,11 +56,6 @@ class Backbone(NamedTuple):
     min_depth: int = 1
 
 
-def as_graph(g, num_classes: int) -> graph_lib.Graph:
-    """`g` itself, or a `jraph.GraphsTuple` as a `Graph` (`graph.from_graphs_tuple`)."""
-    return g if isinstance(g, graph_lib.Graph) else graph_lib.from_graphs_tuple(g, num_classes)
-
-
 def depth_logits(backbone: Backbone, logits_all: jax.Array, depths: jax.Array) -> jax.Array:
     """[M, C]: row m of `logits_all` [D, M, C] (the backbone's) at depth `depths[m]`."""
     return select_depth(logits_all, depths, backbone.min_depth)
@@ -164,7 +159,7 @@ class SharedGCN(nn.Module):
 
     @nn.compact
     def __call__(self, g: graph_lib.Graph | jraph.GraphsTuple, *, train: bool) -> jax.Array:
-        g = as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
+        g = graph_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
         init = nn.initializers.glorot_uniform()
         h_size, c_size = self.hidden, self.num_classes
         first = []  # the first layer's weights: W_1 (to the hidden states), W_0 (depth 1)

@@ -33,7 +33,7 @@ class ReadoutGCN(nn.Module):
     @nn.compact
     def __call__(self, g: graph_lib.Graph | jraph.GraphsTuple, *, train: bool) -> jax.Array:
         """Returns the logits of every depth: [K, N, C]."""
-        g = backbone_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
+        g = graph_lib.as_graph(g, self.num_classes)  # a jraph.GraphsTuple is welcome too
         init = nn.initializers.glorot_uniform()
         w_1 = self.param("w_1", init, (g.num_features, self.hidden))
         # Dropout acts on each layer's input, as in Kipf & Welling: the features (on their

@@ -229,6 +229,8 @@ def from_arrays(
     Raises:
       ValueError (InvalidDatasetError): a problem that cannot be repaired, naming the fix.
     """
+    if not isinstance(name, str) or not name:  # before any repair is warned about
+        fail(f"name must be a non-empty string, got {name!r}.", "Pass the dataset's name.")
     if not isinstance(symmetrise, bool | np.bool_):  # "False" would read as true
         fail(f"symmetrise must be True or False, got {symmetrise!r}.", "Pass a bool.")
     feats = as_features(features)

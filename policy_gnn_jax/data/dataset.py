@@ -27,12 +27,14 @@ class DataError(RuntimeError):
 
 def check_path_argument(value, what: str):
     """`value` as given when it is a path (text or an os.PathLike); DataError naming `what`
-    otherwise (bytes or a number would fail inside pathlib)."""
+    otherwise (bytes or a number would fail inside pathlib, "" would be the current folder)."""
     if not isinstance(value, str | os.PathLike) or isinstance(os.fspath(value), bytes):
         raise DataError(
             f"{what} must be a folder's path (text or a pathlib.Path), got {type(value).__name__}: "
             f"{value!r:.60}."
         )
+    if not os.fspath(value).strip():
+        raise DataError(f"{what} is an empty path: name a folder (or pass None for the default).")
     return value
 
 

@@ -126,7 +126,11 @@ def load_ogbn_arxiv(data_dir=None, download: bool = True, cache_dir=None) -> Dat
                 for s in ("train", "valid", "test")
             ]
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
-        raise DataError(f"{path} could not be read as OGB's ogbn-arxiv zip ({err}).") from None
+        raise DataError(
+            f"{path} could not be read as OGB's ogbn-arxiv zip ({err}): delete it (a download "
+            f"cut short, or another file), and load again to download it, or place a copy "
+            f"from {ARXIV_URL} there."
+        ) from None
     n = features.shape[0]
     if labels.shape != (n,):
         raise DataError(f"{path}: {labels.shape[0]} labels for {n} feature rows.")

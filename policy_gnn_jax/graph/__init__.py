@@ -20,6 +20,7 @@ from policy_gnn_jax.graph.build import (
 )
 from policy_gnn_jax.graph.graph import (
     Graph,
+    as_graph,
     dropped_feature_matmul,
     propagate,
     sparse_feature_matmul,
@@ -28,6 +29,7 @@ from policy_gnn_jax.graph.graph import (
 __all__ = [
     "KERNELS",
     "Graph",
+    "as_graph",
     "choose_kernels",
     "dropped_feature_matmul",
     "from_dataset",

@@ -149,6 +149,11 @@ def from_graphs_tuple(gt, num_classes: int) -> Graph:
     everywhere else, `D^-1/2 (A + I) D^-1/2` over the edges as given (pass both directions of
     an undirected edge); edge features are ignored. No labels or splits: it is for `apply`.
     The features take the dense product (`dropped_feature_matmul`)."""
+    if len(getattr(gt.nodes, "shape", ())) != 2:  # shapes are static: checked while tracing
+        raise ValueError(
+            f"a GraphsTuple's nodes must be the [N, F] features of its nodes, got "
+            f"{type(gt.nodes).__name__} {getattr(gt.nodes, 'shape', '')}: pass one row per node."
+        )
     features = jnp.asarray(gt.nodes, jnp.float32)
     n = features.shape[0]
     loops = jnp.arange(n, dtype=jnp.int32)

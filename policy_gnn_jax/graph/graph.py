@@ -91,6 +91,16 @@ class Graph:
         return self.feature_dim if self.feature_dim >= 0 else self.features.shape[1]
 
 
+def as_graph(g, num_classes: int) -> Graph:
+    """`g` itself, or a `jraph.GraphsTuple` as a `Graph` (`build.from_graphs_tuple`): call it
+    first in a module of your own that takes either."""
+    if isinstance(g, Graph):
+        return g
+    from policy_gnn_jax.graph import build  # build imports this module for `Graph`
+
+    return build.from_graphs_tuple(g, num_classes)
+
+
 # The sparse products every backbone uses: `Â @ h` (`propagate`) and `X @ W`.
 
 

@@ -67,6 +67,17 @@ def test_a_data_variable_naming_no_folder_is_an_error(monkeypatch, tmp_path):
         pg.load_dataset("cora")
 
 
+@pytest.mark.parametrize("name", ["cora", "texas", "ogbn-arxiv"])
+def test_an_empty_data_dir_is_refused_not_read_as_the_current_folder(name, tmp_path, monkeypatch):
+    """data_dir="" would search (and download into) the current folder: refused, as the
+    command's --data-dir "" is."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POLICY_GNN_OFFLINE", "1")
+    with pytest.raises(pg.DataError, match="data_dir is an empty path"):
+        pg.load_dataset(name, data_dir="")
+    assert not any(tmp_path.iterdir())
+
+
 def test_an_uppercase_npz_path_keeps_its_split_and_its_results_under_results(capsys):
     """`--dataset /d/TEXAS.NPZ --split 3` gives no warning that --split is not used (it is), and the
     default output folder is made under results/, not beside the data file."""
