@@ -72,7 +72,8 @@ class Method:
       uses_eval_keys: whether prediction needs each seed's evaluation key (a random policy
         draws its depths with it).
       takes_backbone, takes_agent: whether a custom `Backbone` / `Agent` may be passed.
-      ignores: `Config` fields the method never reads (`--set` on one is warned about).
+      ignores: `Config` fields the method never reads (a flag or `--set` of one is warned
+        about and not applied).
       config_type: the `Config` class of the method's runs (a subclass adds its own fields).
     """
 

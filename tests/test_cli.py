@@ -2,6 +2,7 @@
 `--show-config`, and every earlier flag still accepted."""
 
 import dataclasses
+import json
 import re
 
 import pytest
@@ -99,6 +100,20 @@ def test_a_set_field_the_method_never_reads_is_warned_about(capsys):
     err = _warnings(capsys, "--method", "policy-gnn", "--set", "epochs=3", "--set", "q_lr=0.1")
     assert "--set epochs is not used" in err and "q_lr" not in err
     assert _warnings(capsys, "--method", "gcn", "--set", "q_lr=oops") == ""  # refused later
+
+
+def test_a_set_field_the_method_never_reads_is_not_applied(capsys, tmp_path):
+    """--set of a field the method ignores is not applied, as a flag of one is not: the random
+    policy reads no replay memory, so a replay_capacity under the DQN's batch is no refusal, and
+    the record holds no value that was never read."""
+    argv = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--episodes", "1",
+            "--steps-per-episode", "2", "--method", "random", "--set", "replay_capacity=50",
+            "--no-progress", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "warning: --set replay_capacity is not used by --method random." in err
+    record = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert record["config"]["replay_capacity"] == config_lib.Config.replay_capacity
 
 
 def test_the_fields_a_method_ignores_are_config_fields():

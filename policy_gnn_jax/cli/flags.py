@@ -236,9 +236,9 @@ def config_from_args(args) -> config_lib.Config:
     else:
         preset = entry.config_type
     values = dict(backbone=backbone)
-    ignored = unread_fields(entry)  # warned about, and not applied
+    ignored = unread_fields(entry)  # warned about, and not applied: flags and --set alike
     values.update({field: value for _, field, value in flag_fields(args) if field not in ignored})
-    values.update(overrides)
+    values.update({field: value for field, value in overrides.items() if field not in ignored})
     return preset(**values)
 
 

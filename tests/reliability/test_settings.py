@@ -195,13 +195,21 @@ def test_one_field_set_twice_to_different_values_is_refused():
     assert pg.config.parse_overrides(["hidden=8", "hidden= 8"]) == {"hidden": 8}
 
 
-def test_a_refused_value_is_the_one_line_even_for_a_field_the_method_ignores(capsys):
-    """A refused value is the one line, with no warning ahead of it that the field is not used."""
+def test_a_value_for_a_field_the_method_ignores_is_the_warning_alone(capsys):
+    """A field the method ignores is not applied, so its value is neither refused nor recorded:
+    the one line is the warning (a flag of an ignored field is treated alike); a refused value
+    of a field the method reads is the one error line."""
     argv = ["--dataset", "csbm", "--method", "gcn", "--set", "episodes_per_call=0",
             "--show-config"]  # fmt: skip
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert err == ["warning: --set episodes_per_call is not used by --method gcn."]
+    assert f"episodes_per_call = {pg.Config.episodes_per_call}" in captured.out
+    argv = ["--dataset", "csbm", "--method", "gcn", "--set", "hidden=0", "--show-config"]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and "episodes_per_call" in err[0]
+    assert len(err) == 1 and err[0].startswith("error: ") and "hidden" in err[0]
 
 
 @pytest.mark.parametrize(
