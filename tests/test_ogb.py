@@ -110,3 +110,21 @@ def test_download_into_the_cache_then_recorded(tmp_path, monkeypatch):
     assert ds.num_nodes == 40 and (cache / ogb.ARXIV_ZIP).is_file()
     record = json.loads((cache / ogb.RECORD_FILE).read_text())
     assert record[ogb.ARXIV_ZIP] == data.sha256_of(cache / ogb.ARXIV_ZIP)
+
+
+def test_downloaded_files_follow_the_umask(tmp_path, monkeypatch):
+    """A download and the checksum record get the permissions the umask gives any new file
+    (docs/reliability.md, promise 2), not a temporary file's 0600."""
+    import os
+
+    monkeypatch.delenv("POLICY_GNN_OFFLINE")
+    monkeypatch.delenv(data.DATA_ENV, raising=False)
+    make_arxiv_zip(tmp_path / "mirror")
+    monkeypatch.setattr(ogb, "ARXIV_URL", (tmp_path / "mirror" / ogb.ARXIV_ZIP).as_uri())
+    old = os.umask(0o022)
+    try:
+        ogb.load_ogbn_arxiv(cache_dir=tmp_path / "cache")
+    finally:
+        os.umask(old)
+    for name in (ogb.ARXIV_ZIP, ogb.RECORD_FILE):
+        assert (tmp_path / "cache" / name).stat().st_mode & 0o777 == 0o644, name

@@ -21,7 +21,6 @@ import io
 import json
 import os
 import pathlib
-import tempfile
 import zipfile
 
 import numpy as np
@@ -66,9 +65,8 @@ def _recorded(cache: pathlib.Path) -> dict:
 def _record(cache: pathlib.Path, filename: str, sha: str) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     text = json.dumps({**_recorded(cache), filename: sha}, indent=1)
-    fd, tmp = tempfile.mkstemp(dir=cache, prefix=RECORD_FILE + ".part")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    tmp = planetoid.partial_file(cache / RECORD_FILE)
+    tmp.write_text(text)
     os.replace(tmp, cache / RECORD_FILE)  # atomic: a crash leaves the old record or the new
 
 

@@ -11,7 +11,6 @@ import hashlib
 import os
 import pathlib
 import pickle
-import tempfile
 import urllib.error
 import urllib.request
 import warnings
@@ -80,11 +79,18 @@ def _is_offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "").lower() not in ("", "0", "false", "no")
 
 
+def partial_file(dest: pathlib.Path) -> pathlib.Path:
+    """Where `dest` is written before it is renamed into place: this process's own name, created
+    with os.open's 0666 so the umask sets the permissions (a mkstemp file would stay 0600)."""
+    return dest.with_name(f"{dest.name}.part-{os.getpid()}")
+
+
 def fetch_url(url: str, dest: pathlib.Path, expected_sha: str | None = None) -> None:
     """Downloads `url` to `dest` atomically (a partial file never takes the name), keeping it
     only if its SHA-256 is `expected_sha` when one is given."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".part")
+    tmp_name = partial_file(dest)
+    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
             while block := response.read(1 << 20):
