@@ -191,7 +191,7 @@ def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(data.on_disk, "_edge_keys", interrupted)
+    monkeypatch.setattr(data.csbm_files, "_edge_keys", interrupted)
     with pytest.raises(KeyboardInterrupt):
         data.write_csbm(tmp_path / "g", num_nodes=600, num_features=4, num_val=100,
                         num_test=200)  # fmt: skip

@@ -5,6 +5,7 @@ Everything here runs before any JAX code; `graph.from_dataset` moves a Dataset t
 """
 
 from policy_gnn_jax.data.arrays import from_arrays, from_jraph, symmetric_edges
+from policy_gnn_jax.data.csbm_files import write_csbm
 from policy_gnn_jax.data.dataset import (
     DataError,
     Dataset,
@@ -27,7 +28,7 @@ from policy_gnn_jax.data.generators import (
 )
 from policy_gnn_jax.data.heterophily import HETEROPHILY_NAMES, load_heterophily
 from policy_gnn_jax.data.ogb import OGB_NAMES, load_ogbn_arxiv
-from policy_gnn_jax.data.on_disk import load_arrays, write_csbm
+from policy_gnn_jax.data.on_disk import load_arrays
 from policy_gnn_jax.data.planetoid import (
     DATA_ENV,
     OFFLINE_ENV,
