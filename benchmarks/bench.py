@@ -40,7 +40,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.agents import build, dqn, qnet
 from policy_gnn_jax.backbones import gcn
 from policy_gnn_jax.mdp import env, loop, policy_gnn
-from policy_gnn_jax.runtime import outputs, runner
+from policy_gnn_jax.runtime import outputs, runner, seed_axis
 
 
 def median_s(fn, *args, repeats: int) -> float:
@@ -55,9 +55,9 @@ def median_s(fn, *args, repeats: int) -> float:
 
 def chunk_time(trainer, keys, repeats: int, mode: str = "vmap") -> float:
     """Median seconds of one call of the chunk (`per_call` units) over the seeds, batched
-    (`vmap`) or one after another (`map`; `runner.over_seeds`), warmed up."""
+    (`vmap`) or one after another (`map`; `seed_axis.over_seeds`), warmed up."""
     chunk = functools.partial(trainer.train_chunk, length=trainer.per_call)
-    seeds = functools.partial(runner.over_seeds, mode=mode, sharding=None)
+    seeds = functools.partial(seed_axis.over_seeds, mode=mode, sharding=None)
     init_v, chunk_v = jax.jit(seeds(trainer.init)), jax.jit(seeds(chunk))
     data = trainer.data
     state = init_v(data, keys)
@@ -67,13 +67,13 @@ def chunk_time(trainer, keys, repeats: int, mode: str = "vmap") -> float:
 
 def epoch_time(cfg, g, seeds: int, repeats: int, depth: int = 2, mode: str = "vmap") -> float:
     b = fixed_depth.make_baseline(dataclasses.replace(cfg, depth=depth), g, epochs_per_chunk=20)
-    return chunk_time(b, runner.seed_keys(0, seeds), repeats, mode) / b.per_call
+    return chunk_time(b, seed_axis.seed_keys(0, seeds), repeats, mode) / b.per_call
 
 
 def step_time(cfg, g, hops, agent, seeds: int, repeats: int, mode: str = "vmap") -> float:
     t = policy_gnn.make_trainer(cfg, g, hops, agent=agent)
     per_call = t.per_call * cfg.steps_per_episode
-    return chunk_time(t, runner.seed_keys(0, seeds), repeats, mode) / per_call
+    return chunk_time(t, seed_axis.seed_keys(0, seeds), repeats, mode) / per_call
 
 
 def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
@@ -202,7 +202,7 @@ def seed_parts(name, cfg, g, hops, args) -> list[dict]:
     }
     rows, one = [], {}
     for seeds in seed_counts(args):
-        keys = runner.seed_keys(0, seeds)
+        keys = seed_axis.seed_keys(0, seeds)
         state = jax.jit(jax.vmap(functools.partial(loop.init, ctx), in_axes=(None, 0)))(data_, keys)
         episode = jax.jit(jax.vmap(functools.partial(loop.run_episode, ctx), in_axes=(None, 0)))
         state, _ = episode(data_, state)
@@ -243,7 +243,7 @@ def same_bits_twice(cfg, ds, g, hops, seeds: int) -> bool:
     for _ in range(2):
         trainer = policy_gnn.make_trainer(cfg, g, hops)
         state, metrics, results = runner.run_trainer(
-            trainer, runner.seed_keys(0, seeds), progress=False
+            trainer, seed_axis.seed_keys(0, seeds), progress=False
         )
         leaves = jax.tree.leaves((jax.random.key_data(state.key), state.env.params, metrics))
         runs.append([np.asarray(x) for x in leaves])
@@ -275,8 +275,9 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[4],
                    help="seed counts S compared with one seed (e.g. 4 10 32)")
-    p.add_argument("--seed-modes", nargs="+", default=list(runner.SEED_MODES),
-                   choices=runner.SEED_MODES, help="the seed modes of the seeds table")  # fmt: skip
+    p.add_argument("--seed-modes", nargs="+", default=list(seed_axis.SEED_MODES),
+                   choices=seed_axis.SEED_MODES,
+                   help="the seed modes of the seeds table")  # fmt: skip
     p.add_argument("--seed-parts", action="store_true",
                    help="also the MDP step's parts: per-seed cost at each seed count")  # fmt: skip
     p.add_argument("--out", default=None, help="also write the seeds table here, as JSON")

@@ -32,7 +32,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.mdp import policy_gnn
-from policy_gnn_jax.runtime import compilation, outputs, runner
+from policy_gnn_jax.runtime import compilation, outputs, runner, seed_axis
 
 # name -> (graph lifted into arguments, XLA options on a GPU, matmul precision)
 SETTINGS = {
@@ -84,8 +84,8 @@ def time_setting(ds, g, setting: str, seeds: int, episodes: int) -> dict:
     config = config_lib.Config.paper(num_episodes=episodes, episodes_per_call=episodes)
     trainer = policy_gnn.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
     trainer = with_graph(trainer, lift)
-    keys = runner.seed_keys(0, seeds)
-    over = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
+    keys = seed_axis.seed_keys(0, seeds)
+    over = functools.partial(seed_axis.over_seeds, mode="vmap", sharding=None)
     start = time.perf_counter()
     programs = runner.build_programs(trainer, keys, over, None, [episodes], options, precision)
     chunk = programs["chunks"][episodes].compile(trainer.data, programs["state_like"])
@@ -113,8 +113,8 @@ def compile_time(num_nodes: int, lift: bool) -> float:
     config = config_lib.Config.paper(engine="full", num_episodes=1, episodes_per_call=1)
     trainer = policy_gnn.make_trainer(config, g, graph.train_hop_distances(ds, config.max_depth))
     trainer = with_graph(trainer, lift)
-    keys = runner.seed_keys(0, 1)
-    over = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
+    keys = seed_axis.seed_keys(0, 1)
+    over = functools.partial(seed_axis.over_seeds, mode="vmap", sharding=None)
     start = time.perf_counter()
     options = compilation.compiler_options(True, compilation.float_scatter_adds(g.kernels, "full"))
     programs = runner.build_programs(trainer, keys, over, None, [1], options)

@@ -102,7 +102,7 @@ def measure(folder: str, engine: str, episodes: int, seed_mode: str) -> dict:
 
     from policy_gnn_jax import config as config_lib
     from policy_gnn_jax import data, methods
-    from policy_gnn_jax.runtime import compilation, runner
+    from policy_gnn_jax.runtime import compilation, runner, seed_axis
 
     start = time.perf_counter()
     ds = data.load_arrays(folder)
@@ -112,7 +112,7 @@ def measure(folder: str, engine: str, episodes: int, seed_mode: str) -> dict:
     trainer = entry.make_trainer(config, ds, g, None, None)
     build_s = time.perf_counter() - start
     keys = jax.random.split(jax.random.key(0), 1)
-    seeds = functools.partial(runner.over_seeds, mode=seed_mode, sharding=None)
+    seeds = functools.partial(seed_axis.over_seeds, mode=seed_mode, sharding=None)
     start = time.perf_counter()
     kernels = compilation.float_scatter_adds(g.kernels, "full" if engine == "full" else "subgraph")
     options = compilation.compiler_options(True, kernels)

@@ -41,7 +41,7 @@ from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.metrics import tree_select
-from policy_gnn_jax.runtime import outputs, records, runner, study_files
+from policy_gnn_jax.runtime import outputs, records, seed_axis, study_files
 
 REPEATS = 20  # timed calls per cost, after one to compile
 # The hyperparameters both forms share, recorded with the results.
@@ -175,7 +175,7 @@ def compare(name: str, args, headroom: dict) -> dict:
     ds = data.load_dataset(name, data_dir=args.data_dir)
     g = graph_lib.from_dataset(ds)
     cfg = pg.Config.decoupled(dataset=name)
-    keys = runner.seed_keys(0, args.seeds)
+    keys = seed_axis.seed_keys(0, args.seeds)
     cached, xs = {}, []
     for k, x in propagated_features(g, cfg.teleport, cfg.max_depth):
         xs.append(x)

@@ -38,7 +38,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     adaptive_depth_shape,
     headroom_shape,
 )
-from policy_gnn_jax.runtime import outputs, records, runner, study_files
+from policy_gnn_jax.runtime import outputs, records, seed_axis, study_files
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -287,7 +287,7 @@ def main(argv=None) -> int:
         default=None,
         help="default: 5 for ablate (a screen on validation), 10 for results (the protocol)",
     )
-    p.add_argument("--seed-mode", default=None, choices=runner.SEED_MODES,
+    p.add_argument("--seed-mode", default=None, choices=seed_axis.SEED_MODES,
                    help="default: map on a CPU, vmap on an accelerator (the committed CPU runs: "
                    "vmap, except the decoupled policy and random rows)")  # fmt: skip
     p.add_argument("--data-dir", default=None)

@@ -35,6 +35,7 @@ from policy_gnn_jax.runtime import (
     records,
     runner,
     saved_fit,
+    seed_axis,
 )
 from policy_gnn_jax.runtime.saved_fit import run_fingerprint
 
@@ -68,7 +69,7 @@ def fit(
       checkpoint_dir: save the whole state there every `checkpoint_every` chunks; a run started
         again with the same arguments resumes from it and ends bit-identical.
       devices: split the seeds over at most this many local devices (default: all of them;
-        `runner.seed_sharding`).
+        `seed_axis.seed_sharding`).
       seed_mode: "vmap" (seeds batched) or "map" (one after another: a seed's bits do not depend
         on the seed or device count); None: the faster, map on a CPU, vmap on an accelerator.
       backbone: your own `Backbone` instead of the one `config.backbone` names.
@@ -89,7 +90,7 @@ def fit(
     entry.check_parts(backbone, agent, config)
     config = _prepared(entry, config)
     low, high = processes.seed_block(seeds)  # all of them in one process
-    keys = runner.seed_keys(seed, seeds)[low:high]
+    keys = seed_axis.seed_keys(seed, seeds)[low:high]
     g = entry.graph(config, dataset)  # validates the dataset again: nothing unchecked reaches jit
     agent_metrics = custom_parts.check(backbone, agent, g, dataset.num_classes, config, entry)
     trainer = entry.make_trainer(config, dataset, g, backbone, agent)

@@ -29,7 +29,7 @@ import numpy as np
 from policy_gnn_jax import api, fits, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.metrics import shapes
-from policy_gnn_jax.runtime import arguments, processes, runner
+from policy_gnn_jax.runtime import arguments, processes, runner, seed_axis
 from policy_gnn_jax.runtime.trainer import Trainer
 
 SPLIT_MAPS = ("map", "vmap", "apart")
@@ -60,7 +60,7 @@ def fit_splits(
     entry = methods.get(method)
     entry.check_parts(None, None, config)
     prepared = entry.run_config(config)
-    keys = runner.seed_keys(seed, seeds)
+    keys = seed_axis.seed_keys(seed, seeds)
     graphs = [entry.graph(prepared, ds) for ds in datasets]
     trainers = [entry.make_trainer(prepared, ds, g, None, None)
                 for ds, g in zip(datasets, graphs, strict=True)]  # fmt: skip

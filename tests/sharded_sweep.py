@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import seed_axis
 
 VARIANTS = [
     ("policy-gnn", "full", "map"),
@@ -38,7 +38,7 @@ ds = data.make_csbm(
 )
 words = np.random.default_rng(2).random((ds.num_nodes, 200)) < 0.03
 sparse = dataclasses.replace(ds, features=sp.csr_matrix(words, dtype=np.float32))
-out = {"sharded_over": runner.seed_sharding(8).mesh.size}
+out = {"sharded_over": seed_axis.seed_sharding(8).mesh.size}
 for method, engine, mode in VARIANTS:
     config = pg.Config.tiny(
         engine="full" if engine == "sparse" else engine, subgraph_nodes=64,

@@ -18,7 +18,7 @@ import pytest
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import graph, methods
-from policy_gnn_jax.runtime import compilation, runner
+from policy_gnn_jax.runtime import compilation, runner, seed_axis
 
 MiB = 2**20
 ITEM_BYTES = {"f32": 4, "i32": 4, "ui32": 4, "f64": 8, "i64": 8, "ui64": 8, "f16": 2, "bf16": 2,
@@ -61,8 +61,8 @@ def _cora_programs(cora, method, graph_as_argument=True, **overrides):
             evaluate=lambda _, state: t.evaluate(d, state),
             data=(),
         )
-    keys = runner.seed_keys(0, 1)
-    seeds = functools.partial(runner.over_seeds, mode="vmap", sharding=None)
+    keys = seed_axis.seed_keys(0, 1)
+    seeds = functools.partial(seed_axis.over_seeds, mode="vmap", sharding=None)
     programs = runner.build_programs(trainer, keys, seeds, None, [trainer.per_call])
     state_like, data = programs["state_like"], trainer.data
     return {

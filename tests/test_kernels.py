@@ -16,7 +16,7 @@ from policy_gnn_jax import graph
 from policy_gnn_jax.backbones import gcn
 from policy_gnn_jax.graph import gather_matmul
 from policy_gnn_jax.mdp import action_buffers, env, policy_gnn
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import runner, seed_axis
 
 
 def test_gather_products_equal_scipy():
@@ -84,7 +84,7 @@ def test_a_run_on_gather_kernels_is_close_to_scatter_and_reproducible(small_data
         g = graph.from_dataset(small_dataset, kernels)
         agent = policy_gnn.make_agent(cfg, g)
         trainer = policy_gnn.make_trainer(cfg, g, hops, agent=agent)
-        _, metrics, _ = runner.run_trainer(trainer, runner.seed_keys(0, 2), progress=False)
+        _, metrics, _ = runner.run_trainer(trainer, seed_axis.seed_keys(0, 2), progress=False)
         runs.setdefault(kernels, []).append(metrics)
     chex.assert_trees_all_equal(runs["gather"][0], runs["gather"][1])  # same bits on CPU
     # Different rounding can flip a greedy choice, so only the first episode is compared.

@@ -6,7 +6,7 @@ import pytest
 
 from policy_gnn_jax import config, data, graph
 from policy_gnn_jax.mdp import policy_gnn
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import runner, seed_axis
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def _run(ds, g, hops, random_policy):
         random_policy=random_policy,
     )
     t = policy_gnn.make_trainer(cfg, g, hops)
-    _, _, results = runner.run_trainer(t, runner.seed_keys(0, 2), progress=False)
+    _, _, results = runner.run_trainer(t, seed_axis.seed_keys(0, 2), progress=False)
     return results
 
 

@@ -20,7 +20,7 @@ from policy_gnn_jax import cli, fixed_depth, graph
 from policy_gnn_jax.agents import dqn
 from policy_gnn_jax.agents.base import Transition
 from policy_gnn_jax.mdp import action_buffers, audit, env, loop, policy_gnn
-from policy_gnn_jax.runtime import outputs, runner
+from policy_gnn_jax.runtime import outputs, runner, seed_axis
 
 # A generated graph the CLI can build quickly: 1600 nodes covers csbm's default splits.
 CSBM = ["--dataset", "csbm", "--csbm-nodes", "1600", "--seeds", "1", "--no-progress"]
@@ -70,12 +70,12 @@ def test_exactly_the_episodes_and_epochs_asked(small_dataset, small_graph):
     cfg = pg.Config.tiny(num_episodes=3, episodes_per_call=2)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
     _, metrics, results = runner.run_trainer(
-        policy_gnn.make_trainer(cfg, small_graph, hops), runner.seed_keys(0, 2), progress=False
+        policy_gnn.make_trainer(cfg, small_graph, hops), seed_axis.seed_keys(0, 2), progress=False
     )
     chex.assert_shape(metrics["val_metric"], (2, 3))
     assert np.all(results["best_step"] < cfg.num_steps)
     b = fixed_depth.make_baseline(pg.Config.tiny(epochs=30), small_graph, epochs_per_chunk=20)
-    _, metrics, results = runner.run_trainer(b, runner.seed_keys(0, 2), progress=False)
+    _, metrics, results = runner.run_trainer(b, seed_axis.seed_keys(0, 2), progress=False)
     chex.assert_shape(metrics["loss"], (2, 30))
     assert np.all(results["best_epoch"] < 30)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import memory, runner
+from policy_gnn_jax.runtime import memory, runner, seed_axis
 
 SCRIPT = pathlib.Path(__file__).with_name("sharded_sweep.py")
 
@@ -43,7 +43,7 @@ def test_mapped_seeds_on_eight_devices_are_bit_identical_to_one_device(sweeps, v
 
 def test_vmapped_seeds_on_eight_devices_agree_to_rounding(sweeps):
     # Under vmap a seed's bits depend on the seeds per device (XLA's batched reductions round
-    # differently for other batch sizes: runner.over_seeds), so only closeness is promised.
+    # differently for other batch sizes: seed_axis.over_seeds), so only closeness is promised.
     runs = sweeps["policy-gnn/full/vmap"]
     for a, b in zip(runs["8"]["params"], runs["1"]["params"]):
         np.testing.assert_allclose(_floats(a), _floats(b), rtol=1e-3, atol=1e-5)
@@ -55,21 +55,21 @@ def _floats(hex_bytes):
 
 def test_device_count_is_checked_and_seeds_split_evenly():
     with pytest.raises(runner.ResourceError, match="devices must be in"):
-        runner.seed_sharding(4, devices=0)
-    assert runner.seed_sharding(4, devices=1) is None
+        seed_axis.seed_sharding(4, devices=0)
+    assert seed_axis.seed_sharding(4, devices=1) is None
     with pytest.raises(runner.ResourceError, match="seed mode"):
-        runner.over_seeds(len, "loop", None)
+        seed_axis.over_seeds(len, "loop", None)
 
 
 def test_the_default_seed_mode_is_map_on_a_cpu_and_vmap_on_an_accelerator(monkeypatch):
     # Measured in benchmarks/bench.py (docs/performance.md): on a CPU a mapped seed is the
     # cheaper, as it skips the backbone on the steps where it does not train.
-    assert runner.seed_mode_for(None) == "map"
+    assert seed_axis.seed_mode_for(None) == "map"
     monkeypatch.setattr(runner.jax, "default_backend", lambda: "gpu")
-    assert runner.seed_mode_for(None) == "vmap"
-    assert runner.seed_mode_for("map") == "map"
+    assert seed_axis.seed_mode_for(None) == "vmap"
+    assert seed_axis.seed_mode_for("map") == "map"
     with pytest.raises(runner.ResourceError, match="seed mode"):
-        runner.seed_mode_for("loop")
+        seed_axis.seed_mode_for("loop")
 
 
 def test_a_fit_by_default_gives_one_seed_the_bits_it_has_among_three(small_dataset):
@@ -91,7 +91,7 @@ def test_one_mapped_seed_runs_its_computation_once():
         jax.debug.callback(lambda: runs.append(1))
         return x * data
 
-    out = jax.jit(runner.over_seeds(one_seed, "map", None))(2.0, jnp.ones((1, 3)))
+    out = jax.jit(seed_axis.over_seeds(one_seed, "map", None))(2.0, jnp.ones((1, 3)))
     jax.block_until_ready(out)
     jax.effects_barrier()
     assert len(runs) == 1 and out.shape == (1, 3)

@@ -13,7 +13,7 @@ import pytest
 
 from policy_gnn_jax import config, fixed_depth, graph
 from policy_gnn_jax.mdp import audit, policy_gnn
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import runner, seed_axis
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,8 @@ def _run(trainer, keys):
 
 def test_same_seed_is_bit_identical_and_seeds_differ(policy_setup):
     _, _, trainer = policy_setup
-    m1, r1 = _run(trainer, runner.seed_keys(7, 3))
-    m2, r2 = _run(trainer, runner.seed_keys(7, 3))
+    m1, r1 = _run(trainer, seed_axis.seed_keys(7, 3))
+    m2, r2 = _run(trainer, seed_axis.seed_keys(7, 3))
     chex.assert_trees_all_equal(m1, m2)
     chex.assert_trees_all_equal(r1, r2)
     curves = m1["val_metric"]
@@ -66,7 +66,7 @@ def test_test_labels_are_read_only_at_the_end(small_dataset, policy_setup):
     labels[small_dataset.test_index] = rng.permutation(labels[small_dataset.test_index])
     labels[small_dataset.test_index] = (labels[small_dataset.test_index] + 1) % 3
     g_perm = g.replace(labels=jnp.asarray(labels))
-    keys = runner.seed_keys(3, 2)
+    keys = seed_axis.seed_keys(3, 2)
     m_a, r_a = _run(trainer, keys)
     m_b, r_b = _run(policy_gnn.make_trainer(cfg, g_perm, hops), keys)
     chex.assert_trees_all_equal(m_a, m_b)  # training never saw the test labels
@@ -78,7 +78,7 @@ def test_policy_gnn_learns_and_reports(policy_setup, small_dataset):
     cfg, hops, _ = policy_setup
     cfg = dataclasses.replace(cfg, num_episodes=20, episodes_per_call=10)
     trainer = policy_gnn.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
-    metrics, results = _run(trainer, runner.seed_keys(0, 2))
+    metrics, results = _run(trainer, seed_axis.seed_keys(0, 2))
     chex.assert_shape(metrics["val_metric"], (2, 20))
     assert metrics["gcn_trained"].mean() > 0  # buffers fill and the GCN trains
     assert np.all(results["test_depth_counts"].sum(1) == len(small_dataset.test_index))
@@ -90,7 +90,7 @@ def test_walk_transition_and_random_policy_run(policy_setup, small_dataset):
     cfg, hops, _ = policy_setup
     cfg = dataclasses.replace(cfg, transition="walk", random_policy=True, num_episodes=2)
     trainer = policy_gnn.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
-    metrics, results = _run(trainer, runner.seed_keys(0, 1))
+    metrics, results = _run(trainer, seed_axis.seed_keys(0, 1))
     np.testing.assert_allclose(metrics["epsilon"], 1.0)
     assert results["test_depth_counts"].min() > 0  # random depths use every action
 
@@ -100,7 +100,7 @@ def test_episodes_before_the_first_dqn_update_are_not_an_error(small_dataset, po
     cfg, hops, _ = policy_setup
     cfg = dataclasses.replace(cfg, batch_size=100, num_episodes=2)
     trainer = policy_gnn.make_trainer(cfg, graph.from_dataset(small_dataset), hops)
-    metrics, _ = _run(trainer, runner.seed_keys(0, 1))
+    metrics, _ = _run(trainer, seed_axis.seed_keys(0, 1))
     np.testing.assert_array_equal(metrics["dqn_updates"][0, 0], 0)
     assert metrics["dqn_updates"][0, 1] > 0
     assert metrics["td_loss"][0, 0] == 0.0 and metrics["td_loss"][0, 1] > 0
@@ -109,7 +109,7 @@ def test_episodes_before_the_first_dqn_update_are_not_an_error(small_dataset, po
 def test_baseline_learns_deterministically(small_graph):
     cfg = config.Config.tiny(depth=2, epochs=40)
     b = fixed_depth.make_baseline(cfg, small_graph, epochs_per_chunk=20)
-    keys = runner.seed_keys(0, 3)
+    keys = seed_axis.seed_keys(0, 3)
     _, m1, r1 = runner.run_trainer(b, keys, progress=False)
     _, m2, r2 = runner.run_trainer(b, keys, progress=False)
     chex.assert_trees_all_equal(r1, r2)
@@ -141,7 +141,7 @@ def test_macro_accuracy_hand_worked():
 
 def test_audit_leaves_the_honest_run_unchanged(policy_setup, small_dataset):
     cfg, hops, trainer = policy_setup
-    keys = runner.seed_keys(5, 2)
+    keys = seed_axis.seed_keys(5, 2)
     m_plain, r_plain = _run(trainer, keys)
     audited = policy_gnn.make_trainer(
         dataclasses.replace(cfg, audit=True), graph.from_dataset(small_dataset), hops

@@ -41,7 +41,7 @@ from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, a
     stopped_status,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import arguments, memory, outputs, processes, runner
+from policy_gnn_jax.runtime import arguments, memory, outputs, processes, runner, seed_axis
 
 
 def _check_paths(args) -> None:
@@ -89,8 +89,8 @@ def _check_paths(args) -> None:
 def _check_args(args) -> None:
     """Everything that can be refused before loading data or training."""
     _check_paths(args)
-    if not 0 <= args.seed <= runner.MAX_SEED:
-        raise runner.ResourceError(f"--seed must be in 0..{runner.MAX_SEED}, got {args.seed}.")
+    if not 0 <= args.seed <= seed_axis.MAX_SEED:
+        raise runner.ResourceError(f"--seed must be in 0..{seed_axis.MAX_SEED}, got {args.seed}.")
     if not 1 <= args.seeds <= 2**31 - 1:
         raise runner.ResourceError(f"--seeds must be in 1..{2**31 - 1}, got {args.seeds}.")
     if args.checkpoint_every < 1:
@@ -119,9 +119,9 @@ def _check_args(args) -> None:
 def _check_generator_args(args) -> None:
     """The generated graph's flags, named when wrong, and its size against host memory before
     numpy tries to allocate it."""
-    if not 0 <= args.csbm_seed <= runner.MAX_SEED:
+    if not 0 <= args.csbm_seed <= seed_axis.MAX_SEED:
         raise config_lib.ConfigError(
-            f"--csbm-seed must be in 0..{runner.MAX_SEED}, got {args.csbm_seed}."
+            f"--csbm-seed must be in 0..{seed_axis.MAX_SEED}, got {args.csbm_seed}."
         )
     require_at_least_one(csbm_nodes=args.csbm_nodes, csbm_features=args.csbm_features)
     if not (math.isfinite(args.csbm_degree) and 0 < args.csbm_degree <= args.csbm_nodes - 1):
@@ -175,7 +175,7 @@ def _main(argv) -> int:
         if args.show_config:
             print(show_config(config))
             return 0
-        args.seed_mode = runner.seed_mode_for(args.seed_mode)
+        args.seed_mode = seed_axis.seed_mode_for(args.seed_mode)
         if processes.index() != 0:  # process 0 writes the results, the others nothing
             return _run_worker(args, config)
         if args.out:

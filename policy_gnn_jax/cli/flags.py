@@ -11,7 +11,7 @@ import textwrap
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, methods
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import seed_axis
 
 
 def _sections_text() -> str:
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         "gcn-readout: the legacy readout GCN",
     )
     run.add_argument("--seeds", type=int, default=10, help="how many seeds (10)")
-    run.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{runner.MAX_SEED}")
+    run.add_argument("--seed", type=int, default=0, help=f"base seed, 0..{seed_axis.MAX_SEED}")
     run.add_argument(
         "--split", type=int, default=None, help="which fixed split of a heterophilous benchmark (0)"
     )
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument(
         "--seed-mode",
         default=None,
-        choices=runner.SEED_MODES,
+        choices=seed_axis.SEED_MODES,
         help="seeds batched, or one after another (bit-identical on any seed or device count; "
         "the cheaper MDP step on a CPU) (default: map on a CPU, vmap on an accelerator)",
     )

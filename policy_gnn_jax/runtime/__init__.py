@@ -1,8 +1,8 @@
 """The runtime: runs any `Trainer` over seeds, and keeps what it produces safe.
 
 - `trainer.py`: the `Trainer` interface (init, train_chunk, evaluate, selected) every method fills;
-- `runner.py`: seeds vmapped, mapped or sharded, in exact chunks, with the memory check
-  (`memory.py`), the divergence check and checkpoints;
+- `runner.py`: a run in exact chunks, with the memory check (`memory.py`), the divergence
+  check and checkpoints, its seeds vmapped, mapped or sharded (`seed_axis.py`);
 - `checkpoint.py`: checkpoints (one `.npz` and one JSON file per step);
 - `records.py`: the results record (`results.json`) and its one-line summary.
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import seed_axis
 
 
 def check_fit_arguments(
@@ -17,7 +17,7 @@ def check_fit_arguments(
     """What `fit` is given, checked before anything is built (a wrong type would otherwise
     fail deep inside JAX, or after the first chunk has trained). Returns seed, seeds and
     progress as Python's int and bool (numpy's are welcome; the record is JSON), and the seed
-    mode the run uses (None: the backend's, `runner.seed_mode_for`)."""
+    mode the run uses (None: the backend's, `seed_axis.seed_mode_for`)."""
     if isinstance(seed, bool | np.bool_):
         raise config_lib.ConfigError(f"seed must be a whole number, got {seed!r}.")
     if not isinstance(dataset, data.Dataset):
@@ -40,12 +40,12 @@ def check_fit_arguments(
     check_jax_modes()
     if not isinstance(progress, (bool, np.bool_)):  # numpy's bools are True or False too
         raise config_lib.ConfigError(f"progress must be True or False, got {progress!r}.")
-    if seed_mode is not None and seed_mode not in runner.SEED_MODES:
+    if seed_mode is not None and seed_mode not in seed_axis.SEED_MODES:
         raise config_lib.ConfigError(
-            f"seed_mode must be one of {runner.SEED_MODES} or None, got {seed_mode!r}."
+            f"seed_mode must be one of {seed_axis.SEED_MODES} or None, got {seed_mode!r}."
         )
     seed = int(seed) if isinstance(seed, np.integer) else seed
-    return seed, int(seeds), bool(progress), runner.seed_mode_for(seed_mode)
+    return seed, int(seeds), bool(progress), seed_axis.seed_mode_for(seed_mode)
 
 
 def _whole(value) -> bool:

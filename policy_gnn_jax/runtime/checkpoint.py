@@ -44,7 +44,7 @@ def keys_to_data(tree):
 def data_to_keys(tree, like):
     """The inverse of `keys_to_data`, guided by `like` (a tree with the typed keys' places).
 
-    Keys are rewrapped with the default implementation, the one `runner.seed_keys` made them
+    Keys are rewrapped with the default implementation, the one `seed_axis.seed_keys` made them
     with (`jax.random.key`)."""
     return jax.tree.map(
         lambda x, ref: jax.random.wrap_key_data(x) if _is_key(ref) else x, tree, like

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import records, runner, saved_fit
+from policy_gnn_jax.runtime import records, saved_fit, seed_axis
 from policy_gnn_jax.runtime.outputs import CheckpointError
 
 
@@ -23,8 +23,9 @@ def reusable_record(
 ) -> dict | None:
     """`saved_fit.saved_record_of` for a command that reuses saved runs: a damaged one, or one
     made under other XLA flags, is trained again (with a warning if damaged) under --overwrite,
-    else refused with what to do. A None `seed_mode` is the backend's (`runner.seed_mode_for`)."""
-    seed_mode = runner.seed_mode_for(seed_mode)
+    else refused with what to do. A None `seed_mode` is the backend's
+    (`seed_axis.seed_mode_for`)."""
+    seed_mode = seed_axis.seed_mode_for(seed_mode)
     try:
         record = saved_fit.saved_record_of(folder, ds, config, method, seeds, seed, seed_mode)
     except CheckpointError as err:

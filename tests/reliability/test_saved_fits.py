@@ -16,9 +16,9 @@ from reliability_helpers import (
 )
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import runner
+from policy_gnn_jax.runtime import seed_axis
 
-DEFAULT_MODE = runner.seed_mode_for(None)  # the seed mode a fit runs in unless told
+DEFAULT_MODE = seed_axis.seed_mode_for(None)  # the seed mode a fit runs in unless told
 
 
 @pytest.fixture(scope="module")

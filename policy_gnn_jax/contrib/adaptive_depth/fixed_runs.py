@@ -17,7 +17,7 @@ import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import split_sweep
-from policy_gnn_jax.runtime import outputs, records, runner, study_files
+from policy_gnn_jax.runtime import outputs, records, seed_axis, study_files
 
 
 def fixed_depths(
@@ -87,7 +87,7 @@ def _fixed_tag(ds, cfg: config_lib.Config, seeds: int) -> str:
     # The flags and the seed mode change the bits: a cache says them (one that does not is of
     # unknown flags, so not this run's).
     made = [dataclasses.asdict(cfg), seeds, ds.fingerprint(), {"xla_flags": records.xla_flags()}]
-    made += [{"seed_mode": runner.seed_mode_for(None)}]
+    made += [{"seed_mode": seed_axis.seed_mode_for(None)}]
     return json.dumps(made, sort_keys=True)
 
 

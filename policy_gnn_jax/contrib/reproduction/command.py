@@ -26,7 +26,7 @@ from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction import figures, runs, tables
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
-from policy_gnn_jax.runtime import outputs, runner, study_files
+from policy_gnn_jax.runtime import outputs, seed_axis, study_files
 
 
 def check_args(args) -> None:
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--seed-mode",
         default=None,
-        choices=runner.SEED_MODES,
+        choices=seed_axis.SEED_MODES,
         help="vmap: seeds batched; map: one after another (other bits) (default: map on a CPU, "
         "where it is the faster, vmap on an accelerator). A saved run is reused only in the "
         "mode it was made in",
@@ -130,7 +130,7 @@ def run(args) -> None:
     """Refuses bad input before any sweep, then runs the command."""
     check_args(args)
     _warn_unread_dataset_flags(args)
-    args.seed_mode = runner.seed_mode_for(args.seed_mode)
+    args.seed_mode = seed_axis.seed_mode_for(args.seed_mode)
     with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
         COMMANDS[args.what](args)
 

@@ -234,7 +234,7 @@ def fig1(args) -> None:
     import matplotlib.pyplot as plt
 
     from policy_gnn_jax import graph
-    from policy_gnn_jax.runtime import compilation, runner
+    from policy_gnn_jax.runtime import compilation, runner, seed_axis
 
     ds = data.load_dataset(args.dataset, data_dir=args.data_dir)
     out = pathlib.Path(args.out)
@@ -248,7 +248,7 @@ def fig1(args) -> None:
         b = fixed_depth.make_baseline(run_cache.base_config(args, depth=depth), g)
         _, _, res = runner.run_trainer(
             b,
-            runner.seed_keys(0, args.seeds),
+            seed_axis.seed_keys(0, args.seeds),
             desc=f"fig1 depth {depth}",
             seed_mode=args.seed_mode,
             compiler_options=compilation.compiler_options(True, g.kernels != "gather"),

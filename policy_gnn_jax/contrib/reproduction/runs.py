@@ -9,7 +9,7 @@ import pathlib
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import outputs, records, runner
+from policy_gnn_jax.runtime import outputs, records, seed_axis
 
 
 def _as_json(cfg: config_lib.Config) -> dict:
@@ -49,10 +49,10 @@ def run_or_load(
     out: pathlib.Path, ds, cfg, method, seeds, seed_mode=None, seed=0, replace=False
 ) -> dict:
     """Runs one sweep unless a matching results.json is already saved there (same data, config,
-    seeds, method and seed mode, None meaning the backend's, `runner.seed_mode_for`).
+    seeds, method and seed mode, None meaning the backend's, `seed_axis.seed_mode_for`).
     A saved run of anything else is replaced only with `replace` (`--overwrite`): never lost
     silently."""
-    made, seed_mode = not out.exists(), runner.seed_mode_for(seed_mode)
+    made, seed_mode = not out.exists(), seed_axis.seed_mode_for(seed_mode)
     try:
         with outputs.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
             return _run_or_load(out, ds, cfg, method, seeds, seed_mode, seed, replace)
