@@ -209,3 +209,24 @@ def test_csbm_is_deterministic_and_homophilous():
     assert len(a.train_index) == 20 * 4 and len(a.val_index) == 500 and len(a.test_index) == 1000
     with pytest.raises(ValueError, match="homophily"):
         data.make_csbm(homophily=1.5)
+
+
+def test_two_threads_downloading_write_apart():
+    """Each download is written under a name of its own before it is renamed into place: two
+    threads of one process fetching the same file at once must not share one partial file."""
+    import pathlib
+    import threading
+
+    names, both_alive = [], threading.Barrier(2)
+
+    def name_it():
+        both_alive.wait()  # two live threads at once, as two downloads in flight
+        names.append(data.planetoid.partial_file(pathlib.Path("/tmp/ind.cora.x")))
+        both_alive.wait()
+
+    threads = [threading.Thread(target=name_it) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(names)) == 2

@@ -11,6 +11,7 @@ import hashlib
 import os
 import pathlib
 import pickle
+import threading
 import urllib.error
 import urllib.request
 import warnings
@@ -80,9 +81,10 @@ def _is_offline() -> bool:
 
 
 def partial_file(dest: pathlib.Path) -> pathlib.Path:
-    """Where `dest` is written before it is renamed into place: this process's own name, created
-    with os.open's 0666 so the umask sets the permissions (a mkstemp file would stay 0600)."""
-    return dest.with_name(f"{dest.name}.part-{os.getpid()}")
+    """Where `dest` is written before it is renamed into place: a name of this process's and
+    thread's own (two downloads in flight never share one), created with os.open's 0666 so the
+    umask sets the permissions (a mkstemp file would stay 0600)."""
+    return dest.with_name(f"{dest.name}.part-{os.getpid()}-{threading.get_ident()}")
 
 
 def fetch_url(url: str, dest: pathlib.Path, expected_sha: str | None = None) -> None:
