@@ -116,6 +116,13 @@ def test_a_set_field_the_method_never_reads_is_not_applied(capsys, tmp_path):
     assert record["config"]["replay_capacity"] == config_lib.Config.replay_capacity
 
 
+def test_show_config_prints_the_config_the_method_runs(capsys):
+    """--show-config prints what the run's record will hold: the random policy runs with
+    random_policy on, which the method sets itself."""
+    assert cli.main(["--dataset", "csbm", "--method", "random", "--show-config"]) == 0
+    assert "  random_policy = True" in capsys.readouterr().out.splitlines()
+
+
 def test_the_fields_a_method_ignores_are_config_fields():
     from policy_gnn_jax import methods
 

@@ -172,8 +172,8 @@ def _main(argv) -> int:
         _check_args(args)
         config = config_from_args(args)
         warn_unused_flags(args)  # after every refusal: a refused command's one line is its error
-        if args.show_config:
-            print(show_config(config))
+        if args.show_config:  # as the method runs it (the random policy sets its own switch)
+            print(show_config(methods.get(args.method).run_config(config)))
             return 0
         args.seed_mode = seed_axis.seed_mode_for(args.seed_mode)
         if processes.index() != 0:  # process 0 writes the results, the others nothing
