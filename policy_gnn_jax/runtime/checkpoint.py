@@ -1,12 +1,8 @@
-"""Checkpoints: the whole vmapped training state and the metrics so far, saved every few chunks,
-so a killed run resumes where it stopped and ends bit-identical to an uninterrupted one. Each
-checkpoint carries the run's fingerprint: another run's is refused, never resumed.
-
-Step `K` (K chunks done) is the folder `K` holding `run.npz` (the state's and metrics' arrays,
-each under its path in the tree) and `meta.json`. It is written as `K.partial-<pid>` and renamed
-when whole, so a folder named by a number is always complete; the two newest are kept (a crash
-can cut the last write short). Each process of a run over several keeps its own seeds in its own
-folder.
+"""Checkpoints: every seed's training state and the metrics so far, saved every few chunks, so
+a killed run resumes and ends bit-identical to an uninterrupted one; another run's (its
+fingerprint) is refused. Step `K` (K chunks done) is the folder `K`: `run.npz` (each array under
+its path in the tree) and `meta.json`, written as `K.partial-<pid>` and renamed when whole. The
+two newest are kept (a crash can cut the last write short); each process has its own folder.
 """
 
 from __future__ import annotations
@@ -77,6 +73,7 @@ class Checkpointer:
         self.identity = identity
         self._opened = time.perf_counter()
         self._restored = None  # (units done, wall seconds) of the checkpoint resumed from
+        self.seed_devices = None  # the devices batched seeds ran over (vmap), set by the runner
         self._open(pathlib.Path(directory).absolute())
 
     def _open(self, directory: pathlib.Path) -> None:
@@ -112,6 +109,13 @@ class Checkpointer:
                 f"{self.directory} holds a checkpoint of a different run ({changed}). Run the "
                 f"command that made it to resume it, or use another checkpoint folder for this one."
             )
+        saved = meta.get("seed_devices", self.seed_devices)  # the seed mode is in the fingerprint
+        if saved != self.seed_devices:
+            raise CheckpointError(
+                f"{self.directory} holds a checkpoint of seeds batched over {saved} device(s), "
+                f"this run over {self.seed_devices}: under --seed-mode vmap a seed's bits depend "
+                f"on it. Resume with --devices {saved}, or use another checkpoint folder."
+            )
         target = {
             "state": jax.eval_shape(keys_to_data, state_like),
             "metrics": metrics_like_fn(meta["units_done"]),
@@ -126,25 +130,20 @@ class Checkpointer:
         return meta["chunks_done"], meta["units_done"], state, metrics
 
     def resumed(self, wall_time_s: float) -> dict | None:
-        """For the run's record: None for a run from the start; else how much was done before
-        and the wall time of every process that worked on it, this one's `wall_time_s` added."""
+        """For the record: None from the start; else what was done before, and the wall time of
+        every process that worked on it, this one's `wall_time_s` added."""
         if self._restored is None:
             return None
-        return {
-            "units_done_before": self._restored[0],
-            "wall_time_s_before": self._restored[1],
-            "wall_time_s_total": self._restored[1] + wall_time_s,
-        }
+        done, before = self._restored
+        total = before + wall_time_s
+        return {"units_done_before": done, "wall_time_s_before": before, "wall_time_s_total": total}
 
     def _corrupt(self, step, err) -> CheckpointError:
+        detail = " ".join(str(err).split())
+        reason = f"{type(err).__name__}: {detail[:300]}{'...' if len(detail) > 300 else ''}"
         if isinstance(err, _OtherStateError):
-            reason = (
-                "its state has other fields, shapes or types: another version of policy-gnn-jax, "
-                "or another backbone or agent of your own, wrote it"
-            )
-        else:
-            detail = " ".join(str(err).split())
-            reason = f"{type(err).__name__}: {detail[:300]}{'...' if len(detail) > 300 else ''}"
+            reason = ("its state has other fields, shapes or types: another version of policy-"
+                      "gnn-jax, or another backbone or agent of your own, wrote it")
         return CheckpointError(
             f"the checkpoint {self.directory}/{step} could not be read ({reason}). Delete that "
             f"step folder to resume from the one before it, or {self.directory} to start the "
@@ -158,6 +157,7 @@ class Checkpointer:
             "chunks_done": chunks_done,
             "units_done": units_done,
             "identity": self.identity,
+            "seed_devices": self.seed_devices,
             "wall_time_s": (self._restored[1] if self._restored else 0.0)
             + time.perf_counter() - self._opened,
         }

@@ -95,6 +95,9 @@ def run_trainer(
         trainer, keys, lengths, devices, seed_mode, compiler_options, matmul_precision
     )
     run_chunk = {n: main if n == lengths[0] else p for n, p in programs["chunks"].items()}
+    if checkpoint is not None and seed_mode_for(seed_mode) == "vmap":
+        # A batched seed's bits depend on the seeds each device batches: a resume must match.
+        checkpoint.seed_devices = 1 if sharding is None else sharding.mesh.size
     start, done, state, chunks = _start(trainer, checkpoint, programs, lengths[0], sharding)
     if state is None:
         state = programs["init"](data, keys)
