@@ -196,3 +196,33 @@ def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):
         data.write_csbm(tmp_path / "g", num_nodes=600, num_features=4, num_val=100,
                         num_test=200)  # fmt: skip
     assert list(tmp_path.iterdir()) == []  # nor the folder it made
+
+
+def test_a_second_writer_of_the_same_folder_is_refused(tmp_path):
+    """Two writes into one folder at once would mix two graphs' files (one's features, the
+    other's edges) under one meta.json: the second is refused while the first writes."""
+    import fcntl
+    import os
+
+    folder = tmp_path / "g"
+    folder.mkdir()
+    fd = os.open(folder / data.csbm_files.LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a writer in another process holds it
+    try:
+        with pytest.raises(data.DataError, match="another process is writing"):
+            data.write_csbm(folder, num_nodes=2000)
+    finally:
+        os.close(fd)
+    assert not (folder / "meta.json").exists()
+    data.write_csbm(folder, num_nodes=2000)  # free again: the write goes ahead
+    assert not (folder / data.csbm_files.LOCK_FILE).exists()  # nothing left to clean up
+
+
+def test_a_folder_whose_edges_are_not_the_ones_meta_json_counts_is_refused(written, tmp_path):
+    """A folder whose files came from two writes (or an edges.npy replaced by hand) does not
+    load as one graph: meta.json's edge count is checked against edges.npy."""
+    folder = _copy(written, tmp_path / "mixed", skip=("edges.npy",))
+    edges = np.load(written / "edges.npy")
+    np.save(folder / "edges.npy", edges[:, :-2])
+    with pytest.raises(data.DataError, match="meta.json counts .* edges"):
+        data.load_arrays(folder)

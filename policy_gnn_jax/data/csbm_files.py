@@ -4,6 +4,8 @@ it takes its name, `meta.json` last."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import os
@@ -21,12 +23,13 @@ from policy_gnn_jax.data.on_disk import ARRAY_FILES, META_FILE
 
 
 class FolderExistsError(InvalidDatasetError, FileExistsError):
-    """`write_csbm` was given a folder that holds an earlier write, or a file. A ValueError like
-    every refused input, and a FileExistsError for callers that catch that."""
+    """A folder holding an earlier write, or a file: a ValueError and a FileExistsError."""
 
 
 # Edge draws made at once: their temporaries stay near 100 MB however large the graph.
 EDGE_DRAWS = 2**22
+# Held (flock) by the folder's one writer: two writes at once would mix two graphs' files.
+LOCK_FILE = ".write_csbm.lock"
 
 
 def write_csbm(
@@ -50,20 +53,11 @@ def write_csbm(
     order (features block by block, in float32), so the graph differs from `make_csbm`'s with
     the same seed. The same arguments and seed give the same files, whatever `rows_per_chunk`.
 
-    Features are generated and written `rows_per_chunk` rows at a time, so they never sit in
-    memory whole; the edge list is sorted in memory as one int64 per directed edge
-    (about 0.7 GB for 1e7 nodes of degree 8). Each file is written under a temporary name and
-    renamed into place, and `meta.json` last: an interrupted write leaves no `meta.json`, and
-    `load_arrays` refuses the folder.
-
-    Args:
-      folder: where to write (created if missing).
-      num_nodes ... num_test: as `make_csbm`.
-      rows_per_chunk: feature rows generated and written at once.
-      overwrite: replace the files of an earlier write; without it such a folder is refused.
-
-    Returns:
-      The folder, as a `pathlib.Path`.
+    Features are generated and written `rows_per_chunk` rows at a time; the edge list is sorted
+    in memory as one int64 per directed edge (about 0.7 GB for 1e7 nodes of degree 8). Each file
+    is renamed into place when whole, `meta.json` last: an interrupted write leaves none, and
+    `load_arrays` refuses the folder. One writer at a time; `overwrite` replaces the files of an
+    earlier write (without it such a folder is refused). Returns the folder.
     """
     _check_csbm_args(
         num_nodes,
@@ -91,6 +85,45 @@ def write_csbm(
         num_test=int(num_test),
     )
     created = not pathlib.Path(folder).exists() if isinstance(folder, str | os.PathLike) else False
+    with _only_writer(folder, created):
+        return _write_locked(folder, overwrite, created, rows_per_chunk, arguments)
+
+
+@contextlib.contextmanager
+def _only_writer(folder, created: bool):
+    """This process is the only writer of `folder` (made if needed) while the block runs: a
+    second is refused. The kernel releases the lock however the process ends; the lock file
+    goes while still held, and one taken on a file its owner just removed is taken again."""
+    path = pathlib.Path(folder) if isinstance(folder, str | os.PathLike) and str(folder) else None
+    if path is not None and created:
+        with contextlib.suppress(OSError):  # _prepare_folder names what cannot be made
+            path.mkdir(parents=True)
+    lock = path / LOCK_FILE if path is not None and path.is_dir() else None
+    while lock is not None:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataError(
+                f"another process is writing {folder}: wait for it to end, or write into "
+                f"another folder."
+            ) from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.unlink(missing_ok=True)
+            os.close(fd)
+            if created and not any(path.iterdir()):
+                path.rmdir()
+
+
+def _write_locked(folder, overwrite, created, rows_per_chunk, arguments) -> pathlib.Path:
     folder = _prepare_folder(folder, overwrite)
     try:
         num_edges = _write_arrays(folder, rows_per_chunk, **arguments)
@@ -105,7 +138,7 @@ def write_csbm(
                 f"another folder; no graph was written."
             ) from None
         raise
-    meta = dict(name="csbm", num_classes=int(num_classes), num_edges=num_edges)
+    meta = dict(name="csbm", num_classes=arguments["num_classes"], num_edges=num_edges)
     _write_meta(folder, {**meta, "generator": "write_csbm", "arguments": arguments})
     return folder
 

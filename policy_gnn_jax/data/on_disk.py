@@ -74,6 +74,12 @@ def load_arrays(folder, name: str | None = None) -> Dataset:
         )
     arrays = {f: _open(folder / f, mmap=f in ARRAY_FILES[:2]) for f in ARRAY_FILES}
     _check_shapes(folder, arrays)
+    edges = arrays["edges.npy"].shape[1]
+    if meta.get("num_edges", edges) != edges:  # files of two writes, or one replaced by hand
+        raise DataError(
+            f"{folder}/{META_FILE} counts {meta['num_edges']} edges but edges.npy holds {edges}: "
+            f"its files are not of one write. Write the folder again."
+        )
     try:
         return from_arrays(
             *arrays.values(),
