@@ -81,15 +81,13 @@ def _is_offline() -> bool:
 
 
 def partial_file(dest: pathlib.Path) -> pathlib.Path:
-    """Where `dest` is written before it is renamed into place: a name of this process's and
-    thread's own (two downloads in flight never share one), created with os.open's 0666 so the
-    umask sets the permissions (a mkstemp file would stay 0600)."""
+    """`dest`'s name while it is written: this process's and thread's own, opened with 0666 so
+    the umask sets the permissions (a mkstemp file would stay 0600)."""
     return dest.with_name(f"{dest.name}.part-{os.getpid()}-{threading.get_ident()}")
 
 
 def fetch_url(url: str, dest: pathlib.Path, expected_sha: str | None = None) -> None:
-    """Downloads `url` to `dest` atomically (a partial file never takes the name), keeping it
-    only if its SHA-256 is `expected_sha` when one is given."""
+    """Downloads `url` to `dest` atomically, kept only if its SHA-256 is `expected_sha`."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp_name = partial_file(dest)
     fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
