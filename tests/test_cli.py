@@ -123,6 +123,17 @@ def test_show_config_prints_the_config_the_method_runs(capsys):
     assert "  random_policy = True" in capsys.readouterr().out.splitlines()
 
 
+def test_more_devices_than_exist_is_refused_before_the_data_is_read(capsys, tmp_path):
+    """--devices above the local device count is refused before any data is read: here the
+    data folder is empty, and the one error names --devices, not the missing files."""
+    (tmp_path / "empty").mkdir()
+    argv = ["--dataset", "cora", "--data-dir", str(tmp_path / "empty"), "--no-download",
+            "--devices", "3", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--devices" in err[0] and "ind.cora" not in err[0], err
+
+
 def test_the_fields_a_method_ignores_are_config_fields():
     from policy_gnn_jax import methods
 
