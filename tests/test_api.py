@@ -163,6 +163,21 @@ def test_a_graphs_tuple_without_a_feature_matrix_is_named(small_dataset, nodes):
         backbone.logits(params, bad, None)
 
 
+@pytest.mark.parametrize("field", ["senders", "receivers"])
+def test_a_graphs_tuple_edge_to_a_node_it_lacks_is_named(small_dataset, field):
+    """An edge id outside 0..N-1 would be dropped or clamped by the sparse product without a
+    word: refused where the ids are known (outside jit), naming the field."""
+    config = pg.Config.tiny()
+    graph = pg.graph.from_dataset(small_dataset)
+    backbone = pg.make_backbone(config, graph, 1, config.max_depth)
+    params = backbone.init(jax.random.key(0), graph)
+    good = small_dataset.to_jraph()
+    ids = np.asarray(getattr(good, field)).copy()
+    ids[0] = small_dataset.num_nodes
+    with pytest.raises(ValueError, match=rf"GraphsTuple's {field} hold node id {ids[0]}"):
+        backbone.logits(params, good._replace(**{field: ids}), None)
+
+
 def test_jraph_round_trip(small_dataset):
     g = small_dataset.to_jraph()
     back = pg.from_jraph(

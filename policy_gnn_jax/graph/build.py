@@ -156,6 +156,17 @@ def from_graphs_tuple(gt, num_classes: int) -> Graph:
         )
     features = jnp.asarray(gt.nodes, jnp.float32)
     n = features.shape[0]
+    for field in ("senders", "receivers"):  # as given, before a cast could wrap them
+        ids = getattr(gt, field)
+        if isinstance(ids, jax.core.Tracer):  # inside jit the values are not known here
+            continue
+        ids = np.asarray(ids)
+        outside = (ids < 0) | (ids >= n)
+        if outside.any():  # the sparse product would drop or clamp such an edge unsaid
+            raise ValueError(
+                f"a GraphsTuple's {field} hold node id {ids[outside][0]}, outside 0..{n - 1} "
+                f"({int(outside.sum())} such ids): pass edges between its {n} nodes."
+            )
     loops = jnp.arange(n, dtype=jnp.int32)
     senders = jnp.concatenate([jnp.asarray(gt.senders, jnp.int32), loops])
     receivers = jnp.concatenate([jnp.asarray(gt.receivers, jnp.int32), loops])
