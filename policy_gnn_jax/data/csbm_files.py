@@ -86,7 +86,7 @@ def write_csbm(
     )
     created = not pathlib.Path(folder).exists() if isinstance(folder, str | os.PathLike) else False
     with _only_writer(folder, created):
-        return _write_locked(folder, overwrite, created, rows_per_chunk, arguments)
+        return _write_locked(folder, overwrite, rows_per_chunk, arguments)
 
 
 @contextlib.contextmanager
@@ -123,15 +123,13 @@ def _only_writer(folder, created: bool):
                 path.rmdir()
 
 
-def _write_locked(folder, overwrite, created, rows_per_chunk, arguments) -> pathlib.Path:
+def _write_locked(folder, overwrite, rows_per_chunk, arguments) -> pathlib.Path:
     folder = _prepare_folder(folder, overwrite)
     try:
         num_edges = _write_arrays(folder, rows_per_chunk, **arguments)
     except BaseException as err:  # an interrupt too: no hidden temporary file of GBs is left
-        for name in ARRAY_FILES:
+        for name in ARRAY_FILES:  # the folder, if this write made it, goes with the lock
             _partial(folder, name).unlink(missing_ok=True)
-        if created and not any(folder.iterdir()):
-            folder.rmdir()
         if isinstance(err, OSError):  # a full disk, a quota, a file-size limit, ...
             raise DataError(
                 f"cannot write {folder} ({err.strerror or err}): free some space or choose "
