@@ -73,7 +73,7 @@ class Method:
         draws its depths with it).
       takes_backbone, takes_agent: whether a custom `Backbone` / `Agent` may be passed.
       ignores: `Config` fields the method never reads (a flag or `--set` of one is warned
-        about and not applied).
+        about, and neither parsed nor applied).
       config_type: the `Config` class of the method's runs (a subclass adds its own fields).
     """
 

@@ -99,7 +99,21 @@ def test_a_set_field_the_method_never_reads_is_warned_about(capsys):
     assert "hidden" not in err  # the fixed-depth GCN reads it
     err = _warnings(capsys, "--method", "policy-gnn", "--set", "epochs=3", "--set", "q_lr=0.1")
     assert "--set epochs is not used" in err and "q_lr" not in err
-    assert _warnings(capsys, "--method", "gcn", "--set", "q_lr=oops") == ""  # refused later
+    # Not read, so not parsed either: warned about like another method's own field.
+    err = _warnings(capsys, "--method", "gcn", "--set", "q_lr=oops")
+    assert err.strip() == "warning: --set q_lr is not used by --method gcn."
+    assert _warnings(capsys, "--method", "gcn", "--set", "hidden=oops") == ""  # refused later
+
+
+def test_a_value_the_method_never_reads_is_not_parsed_either(capsys):
+    """A field the method ignores is dropped before its value is read, as another method's own
+    field is: an unreadable or repeated value there is the warning alone, not a refusal."""
+    argv = ["--dataset", "csbm", "--method", "random", "--set", "replay_capacity=abc", "--set",
+            "q_lr=1", "--set", "q_lr=2", "--show-config"]  # fmt: skip
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "--set replay_capacity is not used by --method random." in err
+    assert "--set q_lr is not used by --method random." in err and "error" not in err
 
 
 def test_a_set_field_the_method_never_reads_is_not_applied(capsys, tmp_path):

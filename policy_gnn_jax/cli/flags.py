@@ -227,8 +227,8 @@ def config_from_args(args) -> config_lib.Config:
     """The backbone's preset (`Config.paper`, or `Config.decoupled`), then every flag given,
     then every `--set FIELD=VALUE` (last, so it wins; `flag_fields` names each it replaced)."""
     entry = methods.get(args.method)
-    own = _own_items(args.set, _others_fields(entry))
-    overrides = config_lib.parse_overrides(own, entry.config_type)
+    ignored = unread_fields(entry)  # warned about, and neither parsed nor applied
+    overrides = config_lib.parse_overrides(_own_items(args.set, ignored), entry.config_type)
     # --set backbone= picks the preset too
     backbone = overrides.get("backbone", args.backbone or config_lib.Config.backbone)
     if backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
@@ -236,9 +236,8 @@ def config_from_args(args) -> config_lib.Config:
     else:
         preset = entry.config_type
     values = dict(backbone=backbone)
-    ignored = unread_fields(entry)  # warned about, and not applied: flags and --set alike
     values.update({field: value for _, field, value in flag_fields(args) if field not in ignored})
-    values.update({field: value for field, value in overrides.items() if field not in ignored})
+    values.update(overrides)
     return preset(**values)
 
 
@@ -249,10 +248,10 @@ def _others_fields(entry: methods.Method) -> set[str]:
     return others - known
 
 
-def _own_items(items: list[str] | None, others: set[str]) -> list[str]:
-    """The `--set` items of the method's config: another method's own field (in `others`) is
-    left out (and warned about, as a flag the method does not read is)."""
-    return [item for item in items or [] if item.partition("=")[0].strip() not in others]
+def _own_items(items: list[str] | None, unread: frozenset[str]) -> list[str]:
+    """The `--set` items of fields the method reads: the others (`unread_fields`) are left out,
+    unparsed, and warned about, as a flag the method does not read is."""
+    return [item for item in items or [] if item.partition("=")[0].strip() not in unread]
 
 
 def unread_fields(entry: methods.Method) -> frozenset[str]:
@@ -312,14 +311,11 @@ def warn_unused_flags(args) -> None:
     flag on another dataset, ...), and a flag a `--set` of the same field replaces, are said,
     not silently dropped."""
     entry = methods.get(args.method)
-    others = _others_fields(entry)
-    ignores = entry.ignores | others
+    ignores = unread_fields(entry)
     try:
-        overrides = config_lib.parse_overrides(_own_items(args.set, others), entry.config_type)
+        overrides = config_lib.parse_overrides(_own_items(args.set, ignores), entry.config_type)
     except config_lib.ConfigError:
         overrides = {}  # refused with its own message when the config is built
-    for field in sorted(others & {item.partition("=")[0].strip() for item in args.set or []}):
-        _warn(f"--set {field} is not used by --method {args.method}.")
     unused = []  # in the flags' order, each once (--depths sets two fields)
     for flag, field, value in flag_fields(args):
         if field in ignores:
@@ -329,7 +325,7 @@ def warn_unused_flags(args) -> None:
             _warn(f"--set {field}={overrides[field]} replaces {flag} {shown}.")
     for flag in unused:
         _warn(f"{flag} is not used by --method {args.method}.")
-    for field in sorted(set(overrides) & ignores):
+    for field in sorted(ignores & {item.partition("=")[0].strip() for item in args.set or []}):
         _warn(f"--set {field} is not used by --method {args.method}.")
     for flag in _unused_data_flags(args):
         _warn(f"{flag} is not used by --dataset {args.dataset}.")
