@@ -99,11 +99,8 @@ def _check_args(args) -> None:
         )
     if args.devices is not None:
         require_at_least_one(devices=args.devices)
-        if not args.show_config and args.devices > len(jax.local_devices()):  # before the data
-            raise runner.ResourceError(
-                f"--devices must be in 1..{len(jax.local_devices())} (the local devices), got "
-                f"{args.devices}."
-            )
+        if not args.show_config:  # the backend has started (it has not for --show-config)
+            seed_axis.check_devices(args.devices, "--devices")
     data.check_name(args.dataset)
     if args.splits is not None and not has_splits(args):
         raise config_lib.ConfigError(

@@ -91,11 +91,12 @@ def run_trainer(
     compilation.use_persistent_cache()
     lengths = chunk_lengths(trainer.total, trainer.per_call)
     data = trainer.data
+    mode = seed_mode_for(seed_mode)
     sharding, keys, programs, main = _programs_that_fit(
-        trainer, keys, lengths, devices, seed_mode, compiler_options, matmul_precision
+        trainer, keys, lengths, devices, mode, compiler_options, matmul_precision
     )
     run_chunk = {n: main if n == lengths[0] else p for n, p in programs["chunks"].items()}
-    if checkpoint is not None and seed_mode_for(seed_mode) == "vmap":
+    if checkpoint is not None and mode == "vmap":
         # A batched seed's bits depend on the seeds each device batches: a resume must match.
         checkpoint.seed_devices = 1 if sharding is None else sharding.mesh.size
     start, done, state, chunks = _start(trainer, checkpoint, programs, lengths[0], sharding)
@@ -129,9 +130,8 @@ def run_trainer(
     return state, _concat(chunks), results
 
 
-def _programs_that_fit(trainer, keys, lengths, devices, seed_mode, options, precision):
+def _programs_that_fit(trainer, keys, lengths, devices, mode, options, precision):
     """(sharding, keys on it, programs, first chunk compiled) over at most `devices` devices."""
-    mode = seed_mode_for(seed_mode)
     limit = devices or host_devices_for(trainer.data, mode)
     while True:
         sharding = seed_sharding(keys.shape[0], limit)

@@ -26,6 +26,13 @@ def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     return jax.random.split(jax.random.key(seed), num_seeds)
 
 
+def check_devices(devices: int, name: str = "devices") -> None:
+    """`devices` (the argument `name`) must be a count of this process's local devices."""
+    count = len(jax.local_devices())
+    if not 1 <= devices <= count:
+        raise ResourceError(f"{name} must be in 1..{count} (the local devices), got {devices}.")
+
+
 def seed_sharding(num_seeds: int, devices: int | None = None) -> NamedSharding | None:
     """The seed axis split over local devices: a one-axis `Mesh` ("seeds") and the
     `NamedSharding` that puts each device's share of seeds on it; None on one device.
@@ -36,10 +43,8 @@ def seed_sharding(num_seeds: int, devices: int | None = None) -> NamedSharding |
     On several hosts, call `jax.distributed.initialize()` first (docs/scale.md).
     """
     available = jax.local_devices()
-    if devices is not None and not 1 <= devices <= len(available):
-        raise ResourceError(
-            f"devices must be in 1..{len(available)} (the local devices), got {devices}."
-        )
+    if devices is not None:
+        check_devices(devices)
     limit = devices or len(available)
     count = max(d for d in range(1, limit + 1) if num_seeds % d == 0)
     if count == 1:
