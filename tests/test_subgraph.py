@@ -12,6 +12,7 @@ from scipy.sparse import csgraph
 import policy_gnn_jax as pg
 from policy_gnn_jax import backbones, graph
 from policy_gnn_jax import config as config_lib
+from policy_gnn_jax.graph import sampler as sampler_lib
 from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import action_buffers, env, subgraph_engine
 
@@ -71,7 +72,7 @@ def test_unsampled_subgraph_loss_and_gradients_equal_the_full_engine_on_cora(cor
 
 def _sampler(ds, **overrides):
     cfg = config_lib.Config.tiny(engine="subgraph", **overrides)
-    return subgraph.Sampler(subgraph.host_graph(graph.from_dataset(ds)), cfg)
+    return sampler_lib.Sampler(sampler_lib.host_graph(graph.from_dataset(ds)), cfg)
 
 
 def _hops_from(ds, sources):

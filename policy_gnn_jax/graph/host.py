@@ -5,7 +5,7 @@ The subgraph engine already trains and measures on padded neighbourhoods, but it
 from a copy of the whole graph on the device (features, sparse rows, edges), which grows with
 the graph. Here the whole graph is a `HostStore` in host memory, memory-mapped files included
 (`data.load_arrays`), never copied: the sampler reads the rows a subgraph needs from it and sends
-only those to the device with the subgraph (`subgraph.Sampler`).
+only those to the device with the subgraph (`sampler.Sampler`).
 
 The device keeps a `Graph` of the split nodes alone (train, validation and test: what the agent
 reads states of, and the only nodes whose labels the loop reads). Its node i is the i-th split

@@ -84,7 +84,7 @@ class EnvContext(NamedTuple):
     backbone: backbone_lib.Backbone
     engine: Engine
     num_walkers: int
-    sampler: Any = None  # the subgraph and host engines' `subgraph.Sampler`
+    sampler: Any = None  # the subgraph and host engines' `sampler.Sampler`
 
 
 def make_context(

@@ -21,6 +21,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph import host, subgraph
+from policy_gnn_jax.graph import sampler as sampler_lib
 
 
 def logits_fn(
@@ -39,7 +40,7 @@ def logits_fn(
       nodes: [M] node ids of the whole graph.
     """
     store = host.with_split_nodes(g.host, np.asarray(nodes, np.int64))
-    sampler = subgraph.Sampler(store, config)
+    sampler = sampler_lib.Sampler(store, config)
     local = jnp.arange(len(nodes), dtype=jnp.int32)
     return functools.partial(_logits, config, backbone, g, sampler, local)
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import gcn as backbone_lib
+from policy_gnn_jax.graph import sampler as sampler_lib
 from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import action_buffers, env
 
@@ -36,7 +37,7 @@ def make_context(config, g: graph_lib.Graph, backbone) -> env.EnvContext:
             "the host engine keeps the graph's edges on the host, where a random walk on the "
             "device cannot reach them: use transition 'labelled' (the default)."
         )
-    sampler = subgraph.Sampler(g.host or subgraph.host_graph(g), config)
+    sampler = sampler_lib.Sampler(g.host or sampler_lib.host_graph(g), config)
     engine = SUBGRAPH_ENGINE if g.host is None else HOST_ENGINE
     return env.make_context(config, g, backbone, engine, sampler)
 
