@@ -241,10 +241,10 @@ def depth_figure(name, ds, record, path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from policy_gnn_jax.contrib.adaptive_depth import headroom as pg_headroom
+    from policy_gnn_jax.contrib.adaptive_depth import signals as pg_signals
 
     depths = np.asarray(record["test_depths"], np.float64)  # [S, T]
-    signals = pg_headroom.node_signals(ds, 16)[ds.test_index]
+    signals = pg_signals.node_signals(ds, 16)[ds.test_index]
     degree, distance = np.expm1(signals[:, 0]).round(), signals[:, 1]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for ax, x, label in ((axes[0], np.minimum(degree, 10), "degree (10 = 10 or more)"),

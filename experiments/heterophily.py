@@ -37,6 +37,9 @@ from policy_gnn_jax.contrib.adaptive_depth import (
     headroom,
     heterophily_table,
 )
+from policy_gnn_jax.contrib.adaptive_depth import (
+    signals as signals_lib,
+)
 from policy_gnn_jax.contrib.adaptive_depth.backbone_options import OPTIONS, chosen_otherwise
 from policy_gnn_jax.contrib.reproduction import figures
 from policy_gnn_jax.contrib.study_shapes import (
@@ -215,7 +218,7 @@ def _split_rows(ds, cfg, fixed, args, folder, points) -> dict:
         "val": analysis["best_fixed_depth_by_val"]["val_accuracy"]["per_seed"],
         "test": analysis["best_fixed_depth_by_val"]["test_accuracy"]["per_seed"],
     }
-    signals = headroom.predicted_homophily(ds, fixed["probs"][0]).mean(0)  # [N]
+    signals = signals_lib.predicted_homophily(ds, fixed["probs"][0]).mean(0)  # [N]
     degree = np.bincount(ds.edges[1], minlength=ds.num_nodes)
     for method in POLICIES:
         if method in args.skip:

@@ -209,7 +209,7 @@ def test_a_dense_dataset_gives_the_same_device_graph_as_its_csr(csbm):
 
 
 def test_a_dense_dataset_survives_a_saved_fit_and_headroom_reads_it(csbm):
-    from policy_gnn_jax.contrib.adaptive_depth import headroom
+    from policy_gnn_jax.contrib.adaptive_depth import signals
     from policy_gnn_jax.runtime import saved_fit
 
     dense = dataclasses.replace(csbm, features=csbm.features.toarray())
@@ -220,5 +220,5 @@ def test_a_dense_dataset_survives_a_saved_fit_and_headroom_reads_it(csbm):
         csbm.fingerprint()
     )
     np.testing.assert_array_equal(
-        headroom.feature_similarity(dense), headroom.feature_similarity(csbm)
+        signals.feature_similarity(dense), signals.feature_similarity(csbm)
     )

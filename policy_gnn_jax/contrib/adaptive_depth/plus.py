@@ -11,7 +11,7 @@ is:
 3. M_t = accuracy on the SELECTION half at the bandit's greedy depths; the best (backbone,
    bandit) pair so far is the snapshot. The selection half trains nothing.
 
-Test nodes get the snapshot's greedy depths once, at the end. The signals are `headroom`'s:
+Test nodes get the snapshot's greedy depths once, at the end. The signals are `signals.py`'s:
 graph signals computed once on the host, and each depth's confidence, entropy and agreement
 from the current backbone. The bandit does not go through `agent.Agent`: that interface sees
 node ids only, and this state needs the backbone's current predictions.
@@ -31,7 +31,8 @@ from policy_gnn_jax import backbones, data, methods, metrics
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import gcn as backbone_lib
-from policy_gnn_jax.contrib.adaptive_depth import bandit, headroom
+from policy_gnn_jax.contrib.adaptive_depth import bandit
+from policy_gnn_jax.contrib.adaptive_depth import signals as signals_lib
 from policy_gnn_jax.contrib.adaptive_depth.plus_config import PlusConfig
 from policy_gnn_jax.metrics import all_finite, tree_select
 from policy_gnn_jax.runtime import records
@@ -91,7 +92,7 @@ def make_context(config, ds: data.Dataset, g: graph_lib.Graph) -> PlusContext:
 
 
 def plus_data(config, ds: data.Dataset, g: graph_lib.Graph) -> PlusData:
-    raw = headroom.graph_signals(ds, config.max_depth)
+    raw = signals_lib.graph_signals(ds, config.max_depth)
     standardised = (raw - raw.mean(0)) / (raw.std(0) + 1e-6)
     return PlusData(g, jnp.asarray(standardised, jnp.float32))
 
@@ -106,7 +107,7 @@ def signals(ctx: PlusContext, data: PlusData, probs: jax.Array) -> jax.Array:
     if ctx.config.plus_signals in ("all", "graph"):
         parts.append(data.graph_signals)
     if ctx.config.plus_signals in ("all", "depth"):
-        parts.append(headroom.depth_signals(probs))
+        parts.append(signals_lib.depth_signals(probs))
     return jnp.concatenate(parts, 1)
 
 
