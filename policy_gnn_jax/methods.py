@@ -8,7 +8,7 @@ the command line only call these, never test a method's name. Built in:
 - `gcn` (alias `fixed-depth`): one depth for every node, `config.depth`, on any backbone.
 
 Methods outside the core register themselves with `register`; `policy-gnn-plus` lives in
-`contrib/adaptive_depth/plus.py` and is imported the first time its name is asked for, so the
+`contrib/adaptive_depth/plus_method.py` and is imported the first time its name is asked for, so the
 core never imports the research code.
 """
 
@@ -142,7 +142,7 @@ class Method:
 _REGISTRY: dict[str, Method] = {}
 _ALIASES: dict[str, str] = {"fixed-depth": "gcn"}
 # Methods outside the core: name -> the module that registers it when imported.
-_PLUGINS: dict[str, str] = {"policy-gnn-plus": "policy_gnn_jax.contrib.adaptive_depth.plus"}
+_PLUGINS: dict[str, str] = {"policy-gnn-plus": "policy_gnn_jax.contrib.adaptive_depth.plus_method"}
 
 
 def register(method: Method) -> Method:
