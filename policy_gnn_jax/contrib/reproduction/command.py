@@ -24,7 +24,7 @@ import sys
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
-from policy_gnn_jax.contrib.reproduction import figures, runs, tables
+from policy_gnn_jax.contrib.reproduction import figures, runs, studies, tables
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.runtime import outputs, seed_axis, study_files
 
@@ -140,8 +140,8 @@ COMMANDS = {
     "ablations": tables.ablations,
     "figures": figures.figures,
     "fig1": figures.fig1,
-    "planted": figures.planted,
-    "headroom": figures.headroom,
+    "planted": studies.planted,
+    "headroom": studies.headroom,
 }
 # Which dataset flag each command reads (figures draws the runs under --out; planted its own).
 READS = {"table": "--datasets", "ablations": "--datasets", "headroom": "--datasets",
