@@ -16,7 +16,7 @@ import pytest
 from conftest import dies_after_first_save
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import processes
+from policy_gnn_jax.runtime import cluster, processes
 
 COMMAND = [
     sys.executable, "-m", "policy_gnn_jax.cli",
@@ -240,7 +240,7 @@ def test_a_process_whose_process_0_never_starts_stops_with_one_line(tmp_path):
     """It waits for process 0's port itself, for POLICY_GNN_CONNECT_TIMEOUT_S, then stops with one
     line: waiting inside JAX, it would be deaf to signals, and JAX would then abort it (a C++ stack
     trace, status 134)."""
-    env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "4"}
+    env = {**os.environ, cluster.CONNECT_TIMEOUT_ENV: "4"}
     argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(1, _free_port(), 2)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2, done.stderr[-2000:]
@@ -250,7 +250,7 @@ def test_a_process_whose_process_0_never_starts_stops_with_one_line(tmp_path):
 
 
 def test_a_bad_connect_timeout_is_one_error(tmp_path):
-    env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "soon"}
+    env = {**os.environ, cluster.CONNECT_TIMEOUT_ENV: "soon"}
     argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(1, _free_port(), 2)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2
@@ -265,7 +265,7 @@ def test_a_connect_timeout_reaches_process_0s_wait_as_whole_seconds(tmp_path):
     other value would crash process 0 at once with a TypeError traceback. Process 0 waits that long
     for its partner; when none comes, JAX itself ends it (status 134, the known limit in
     docs/scale.md)."""
-    env = {**os.environ, processes.CONNECT_TIMEOUT_ENV: "2.5"}
+    env = {**os.environ, cluster.CONNECT_TIMEOUT_ENV: "2.5"}
     argv = [*COMMAND, "--out", str(tmp_path / "o"), *_flags(0, _free_port(), 2)]
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)

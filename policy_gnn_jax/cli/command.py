@@ -41,7 +41,7 @@ from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, a
     stopped_status,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import arguments, memory, outputs, processes, runner, seed_axis
+from policy_gnn_jax.runtime import arguments, cluster, memory, outputs, processes, runner, seed_axis
 
 
 def _check_paths(args) -> None:
@@ -190,7 +190,7 @@ def _main(argv) -> int:
         outputs.check_writable_dir(out)
         with outputs.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
-            processes.agree()  # the other processes start only if this one can write
+            cluster.agree()  # the other processes start only if this one can write
             if args.splits is not None:  # one saved fit per split, and results.json over them
                 result = splits.run_splits(
                     args, config, out, functools.partial(_load, args), _fitter(args, config)
@@ -232,13 +232,13 @@ def _join_processes(args) -> None:
         raise config_lib.ConfigError(  # before waiting for the others, who refuse it too
             "--splits runs in one process: over several processes, run one --split K at a time."
         )
-    if any(f is not None for f in flags) or processes.launched_by_cluster():
-        processes.connect(*flags)
+    if any(f is not None for f in flags) or cluster.launched_by_cluster():
+        cluster.connect(*flags)
 
 
 def _run_worker(args, config) -> int:
     """A process other than process 0: trains its block of the seeds and hands them over."""
-    processes.agree()
+    cluster.agree()
     _fitter(args, config)(_load(args))
     low, high = processes.seed_block(args.seeds)
     print(f"process {processes.index()} of {processes.count()}: seeds {low}..{high - 1} done; "
@@ -248,7 +248,7 @@ def _run_worker(args, config) -> int:
 
 def _tell_the_others(message: str) -> None:
     try:
-        processes.agree(refusal=message)
+        cluster.agree(refusal=message)
     except Exception:  # the others are gone already: this process's own line is what matters
         pass
 
@@ -305,7 +305,7 @@ def entry() -> int:
     JAX down half-way (XLA may still be compiling on its threads after a stop) cannot crash the
     process after its last line. Every file was written and closed before `main` returned."""
     code = main()
-    processes.leave()  # the others may still be reading this process's seeds
+    cluster.leave()  # the others may still be reading this process's seeds
     exit_now(code)
     return code
 

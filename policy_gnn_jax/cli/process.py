@@ -14,11 +14,11 @@ import warnings
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import outputs, processes, runner
+from policy_gnn_jax.runtime import cluster, outputs, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
 # ProcessError: another process of a distributed run failed or could not be reached.
-INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError, processes.ProcessError)
+INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError, cluster.ProcessError)
 Terminated = runner.Terminated
 # The signals a scheduler, `kill` or a closed terminal end a run with (exit status 143).
 TERMINATING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
