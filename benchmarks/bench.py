@@ -40,7 +40,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.agents import build, dqn, qnet
 from policy_gnn_jax.backbones import gcn
 from policy_gnn_jax.mdp import env, loop, policy_gnn
-from policy_gnn_jax.runtime import outputs, runner, seed_axis
+from policy_gnn_jax.runtime import locks, outputs, runner, seed_axis
 
 
 def median_s(fn, *args, repeats: int) -> float:
@@ -293,7 +293,7 @@ def run(args) -> None:
         data.check_name(name)
     cli.require_at_least_one(seeds=min(args.seeds), repeats=args.repeats)
     if args.out is not None:
-        outputs.check_writable_file(args.out, overwrite=args.overwrite)
+        locks.check_writable_file(args.out, overwrite=args.overwrite)
     for name in args.datasets:
         bench_dataset(name, args)
     if args.out is not None:

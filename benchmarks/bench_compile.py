@@ -32,7 +32,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data, graph
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one
 from policy_gnn_jax.mdp import policy_gnn
-from policy_gnn_jax.runtime import compilation, outputs, runner, seed_axis
+from policy_gnn_jax.runtime import compilation, locks, outputs, runner, seed_axis
 
 # name -> (graph lifted into arguments, XLA options on a GPU, matmul precision)
 SETTINGS = {
@@ -142,7 +142,7 @@ def run(args) -> dict:
         raise config_lib.ConfigError("nothing to run: name --settings, or --sizes, or both.")
     _check_sizes(args.sizes)
     # As given: a path object would make "" the current folder and "out/" the file "out".
-    out = outputs.check_writable_file(args.out, overwrite=args.overwrite)
+    out = locks.check_writable_file(args.out, overwrite=args.overwrite)
     device = jax.devices()[0].device_kind
     result = {"dataset": args.dataset, "seeds": args.seeds, "episodes": args.episodes,
               "device": device, "backend": jax.default_backend(), "settings": [],

@@ -28,7 +28,7 @@ import time
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish, require_at_least_one, tune_malloc
 from policy_gnn_jax.data.on_disk import ARRAY_FILES, META_FILE
-from policy_gnn_jax.runtime import outputs
+from policy_gnn_jax.runtime import locks, outputs
 
 ENGINES = ("full", "subgraph", "host")
 
@@ -182,7 +182,7 @@ def run(args) -> None:
         raise ValueError(f"--degree must be a number > 0, got {args.degree}.")
     # A folder, an unwritable place or (without --overwrite) an earlier result: refused now, as
     # given (a path object would make "" the current folder and "out/" the file "out").
-    out = outputs.check_writable_file(args.out, overwrite=args.overwrite)
+    out = locks.check_writable_file(args.out, overwrite=args.overwrite)
     try:
         pathlib.Path(args.data_dir).mkdir(parents=True, exist_ok=True)
     except OSError as err:

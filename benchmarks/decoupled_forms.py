@@ -41,7 +41,7 @@ from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.metrics import tree_select
-from policy_gnn_jax.runtime import outputs, records, seed_axis, study_files
+from policy_gnn_jax.runtime import locks, outputs, records, seed_axis, study_files
 
 REPEATS = 20  # timed calls per cost, after one to compile
 # The hyperparameters both forms share, recorded with the results.
@@ -247,7 +247,7 @@ def run(args) -> None:
     max_depth = pg.Config.decoupled().max_depth
     if args.depths is not None and not all(0 <= k <= max_depth for k in args.depths):
         raise pg.ConfigError(f"--depths must lie in 0..{max_depth}, got {args.depths}.")
-    outputs.check_writable_file(args.out, overwrite=args.overwrite)  # before any fit
+    locks.check_writable_file(args.out, overwrite=args.overwrite)  # before any fit
     headroom = _read_headroom(pathlib.Path(args.headroom_json), args.datasets)
     results = {name: compare(name, args, headroom) for name in args.datasets}
     outputs.atomic_write_text(args.out, json.dumps(results, indent=2))

@@ -38,7 +38,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     adaptive_depth_shape,
     headroom_shape,
 )
-from policy_gnn_jax.runtime import outputs, records, seed_axis, study_files
+from policy_gnn_jax.runtime import locks, outputs, records, seed_axis, study_files
 
 # One switch at a time; the first value of each is the base.
 SWITCHES = {
@@ -331,13 +331,13 @@ def run(args) -> None:
         if twice is not None:
             raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")
     written = args.ablation_json if args.what == "ablate" else args.results_json
-    outputs.check_writable_file(written)
+    locks.check_writable_file(written)
     if args.what == "ablate":  # merged into after the sweeps: checked before them
         study_files.check(written, ABLATION_FILE, ablation_shape)
     else:
         study_files.check(written, ADAPTIVE_DEPTH_FILE, adaptive_depth_shape)
     _warn_unread_flags(args)  # once the command is known to run: a refusal stays one line
-    with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
+    with locks.FolderLock(args.out, "output folder"):  # one command at a time per --out
         {"ablate": ablate, "results": results}[args.what](args)
 
 

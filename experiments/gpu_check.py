@@ -333,7 +333,7 @@ def _refused_input(result: dict) -> str | None:
 def _lock_report(out: pathlib.Path) -> pathlib.Path | str:
     """`<out>.lock`, locked by this process for as long as it runs (the lock ends with it), or
     why it cannot be: another check writing the same report. The library's rule for a script's
-    --out (`runtime/outputs.hold_output_lock`): this script imports none of the library."""
+    --out (`runtime/locks.hold_output_lock`): this script imports none of the library."""
     path = out.with_name(out.name + ".lock")
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

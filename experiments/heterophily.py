@@ -48,7 +48,7 @@ from policy_gnn_jax.contrib.study_shapes import (
     heterophily_shape,
     options_shape,
 )
-from policy_gnn_jax.runtime import outputs, records, reuse, study_files
+from policy_gnn_jax.runtime import locks, outputs, records, reuse, study_files
 
 POLICIES = ("policy-gnn", "random", "policy-gnn-plus")
 EPISODES = 1000  # the paper's budget of MDP episodes
@@ -335,7 +335,7 @@ def run(args) -> None:
         pathlib.Path(args.options_json), pathlib.Path(args.results_json), tuple(OPTIONS)
     )
     _check_chosen(args)  # the file is known good now
-    with outputs.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
+    with locks.FolderLock(args.out, "output folder"):  # one run at a time trains into --out
         _warn_unused(args)
         (choose_options if args.what == "options" else study)(args)
 
@@ -370,7 +370,7 @@ def check_outputs(args) -> None:
     beside = (results.with_suffix(".md"), results.with_suffix(".depths.npz"))  # table, points
     written = [args.options_json] if args.what == "options" else [results, *beside, args.figure]
     for path in written:
-        outputs.check_writable_file(path)
+        locks.check_writable_file(path)
     outputs.check_writable_dir(args.out)
 
 

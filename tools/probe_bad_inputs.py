@@ -21,7 +21,7 @@ import tempfile
 import probes  # tools/probes.py, beside this script
 
 from policy_gnn_jax.cli import exit_status, finish
-from policy_gnn_jax.runtime import outputs
+from policy_gnn_jax.runtime import locks, outputs
 
 
 def main(argv=None) -> int:
@@ -52,7 +52,7 @@ def run(args, failed: list) -> None:
         )
     out = outputs.check_writable_dir(args.out)
     for name in ("probes.md", "probes.json"):
-        outputs.check_writable_file(out / name, "the probe table", args.overwrite)
+        locks.check_writable_file(out / name, "the probe table", args.overwrite)
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)

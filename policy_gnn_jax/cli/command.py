@@ -41,7 +41,16 @@ from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, a
     stopped_status,
     tune_malloc,
 )
-from policy_gnn_jax.runtime import arguments, cluster, memory, outputs, processes, runner, seed_axis
+from policy_gnn_jax.runtime import (
+    arguments,
+    cluster,
+    locks,
+    memory,
+    outputs,
+    processes,
+    runner,
+    seed_axis,
+)
 
 
 def _check_paths(args) -> None:
@@ -188,7 +197,7 @@ def _main(argv) -> int:
         outputs.check_no_result(out, args.overwrite, "--overwrite")  # before creating anything
         before = result_stamp(args, out)  # what a result there was before this run
         outputs.check_writable_dir(out)
-        with outputs.FolderLock(out, "output folder"):
+        with locks.FolderLock(out, "output folder"):
             outputs.check_no_result(out, args.overwrite, "--overwrite")  # again, as the owner
             cluster.agree()  # the other processes start only if this one can write
             if args.splits is not None:  # one saved fit per split, and results.json over them

@@ -14,7 +14,7 @@ import warnings
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import cluster, outputs, runner
+from policy_gnn_jax.runtime import cluster, locks, runner
 
 # Everything that is the user's input going wrong (all exit 2 with one `error:` line).
 # ProcessError: another process of a distributed run failed or could not be reached.
@@ -94,7 +94,7 @@ def exit_status(command, *args, saves: bool = True) -> int:
             print(f"error: interrupted{kept}.", file=sys.stderr)
             return code
         finally:
-            outputs.release_output_locks()  # the next command of this process may write there
+            locks.release_output_locks()  # the next command of this process may write there
     return 0
 
 

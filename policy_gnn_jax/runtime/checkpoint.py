@@ -17,10 +17,9 @@ import zipfile
 import jax
 import numpy as np
 
+from policy_gnn_jax.runtime.locks import LOCK_NAME, FolderLock
 from policy_gnn_jax.runtime.outputs import (
-    LOCK_NAME,
     CheckpointError,
-    FolderLock,
     check_folder_path,
     check_writable_dir,
     is_checkpoint_step,

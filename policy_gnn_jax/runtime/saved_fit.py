@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from policy_gnn_jax import data
 from policy_gnn_jax.config import Config, ConfigError
-from policy_gnn_jax.runtime import outputs
+from policy_gnn_jax.runtime import locks, outputs
 from policy_gnn_jax.runtime.outputs import CheckpointError
 
 # 4: the record's scores are test_metric and val_metric (3: test_accuracy, val_accuracy; 1 and 2,
@@ -190,7 +190,7 @@ def write(folder, record: dict, ds: data.Dataset, leaves: list, meta: dict, over
         raise ConfigError(f"overwrite must be True or False, got {overwrite!r}.")
     overwrite = bool(overwrite)
     folder = _as_path(folder)
-    with outputs.FolderLock(folder, "output folder"):  # checked as the owner: no other writer
+    with locks.FolderLock(folder, "output folder"):  # checked as the owner: no other writer
         outputs.check_no_result(folder, overwrite, "overwrite=True")  # again, as the owner
         staging = outputs.staging_folder(folder)
         try:

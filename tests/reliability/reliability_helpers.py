@@ -28,8 +28,8 @@ TINY_RUN = ["experiments/run.py", "--dataset", "csbm", "--csbm-nodes", "1600", "
 
 HOLDER = (
     "import sys, time\n"
-    "from policy_gnn_jax.runtime import outputs\n"
-    "with outputs.FolderLock(sys.argv[1]):\n"
+    "from policy_gnn_jax.runtime import locks\n"
+    "with locks.FolderLock(sys.argv[1]):\n"
     "    print('held', flush=True)\n"
     "    time.sleep(60)\n"
 )

@@ -19,7 +19,7 @@ from reliability_helpers import (
 )
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import outputs
+from policy_gnn_jax.runtime import locks
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_a_folder_another_run_writes_is_refused_naming_it(tmp_path, capsys):
     # Its owner is gone (killed, no clean-up): the lock went with it, and the next run runs.
     assert run_quick("--out", str(out)) == 0
     assert (out / "results.json").exists()
-    assert not (out / outputs.LOCK_NAME).exists()  # released at the end
+    assert not (out / locks.LOCK_NAME).exists()  # released at the end
 
 
 def test_a_checkpoint_folder_another_run_writes_is_refused(tmp_path, capsys):
@@ -67,12 +67,12 @@ def test_a_lock_is_one_per_folder_through_a_symlink_and_dies_with_its_owner(tmp_
     holder = hold_lock(tmp_path / "ck")
     try:
         with pytest.raises(pg.CheckpointError, match=f"process {holder.pid}"):
-            with outputs.FolderLock(tmp_path / "link"):
+            with locks.FolderLock(tmp_path / "link"):
                 pass
     finally:
         holder.kill()
         holder.wait()
-    with outputs.FolderLock(tmp_path / "link"):  # its owner died: free at once
+    with locks.FolderLock(tmp_path / "link"):  # its owner died: free at once
         pass
 
 
@@ -82,10 +82,10 @@ def test_locks_raced_by_many_processes_have_one_holder_at_a_time(tmp_path):
     code = textwrap.dedent(
         """
         import sys, time
-        from policy_gnn_jax.runtime import outputs
+        from policy_gnn_jax.runtime import locks
         for _ in range(200):
             try:
-                with outputs.FolderLock(sys.argv[1]):
+                with locks.FolderLock(sys.argv[1]):
                     start = time.time(); time.sleep(0.02); end = time.time()
                 print(start, end); break
             except Exception:
@@ -181,16 +181,16 @@ def test_the_heterophily_study_writes_its_points_table_and_figure_under_the_lock
 
 def test_the_output_file_lock_is_released_for_the_next_run_of_the_same_process(tmp_path):
     out = tmp_path / "r.json"
-    outputs.check_writable_file(out, overwrite=False)
-    outputs.release_output_locks()
+    locks.check_writable_file(out, overwrite=False)
+    locks.release_output_locks()
     fd = hold_output_file_lock(out)  # another process could now take it
     os.close(fd)
 
 
 def test_a_stale_lock_file_of_a_killed_run_is_taken_over(tmp_path):
     (tmp_path / "r.json.lock").write_text("12345")  # its process is gone: the lock is free
-    outputs.check_writable_file(tmp_path / "r.json", overwrite=False)
-    outputs.release_output_locks()
+    locks.check_writable_file(tmp_path / "r.json", overwrite=False)
+    locks.release_output_locks()
     assert not (tmp_path / "r.json.lock").exists()
 
 
@@ -201,7 +201,7 @@ def test_a_lock_file_removed_between_its_open_and_its_lock_is_not_taken(tmp_path
     is nobody's lock, and holding it would let two runs write at once."""
     folder = tmp_path / "f"
     folder.mkdir()
-    path = folder / outputs.LOCK_NAME if kind == "folder" else tmp_path / "r.json.lock"
+    path = folder / locks.LOCK_NAME if kind == "folder" else tmp_path / "r.json.lock"
     path.write_text("")
     real_flock, locked = fcntl.flock, []
 
@@ -211,13 +211,13 @@ def test_a_lock_file_removed_between_its_open_and_its_lock_is_not_taken(tmp_path
         locked.append(fd)
         return real_flock(fd, operation)
 
-    monkeypatch.setattr(outputs.fcntl, "flock", flock_after_release)
+    monkeypatch.setattr(locks.fcntl, "flock", flock_after_release)
     if kind == "folder":
-        with outputs.FolderLock(folder):
+        with locks.FolderLock(folder):
             assert path.exists() and len(locked) == 2  # locked the file at the path
     else:
-        outputs.hold_output_lock(tmp_path / "r.json")
+        locks.hold_output_lock(tmp_path / "r.json")
         try:
             assert path.exists() and len(locked) == 2
         finally:
-            outputs.release_output_locks()
+            locks.release_output_locks()

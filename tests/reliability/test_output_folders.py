@@ -9,7 +9,7 @@ import pytest
 from reliability_helpers import run_quick, toy_fits
 
 import policy_gnn_jax as pg
-from policy_gnn_jax.runtime import outputs
+from policy_gnn_jax.runtime import locks, outputs
 
 
 @pytest.fixture(scope="module")
@@ -158,18 +158,18 @@ def test_a_checkpoint_folder_that_is_a_file_is_named(tmp_path, capsys):
 def test_an_out_ending_in_a_slash_names_a_folder_and_is_refused(tmp_path):
     """`--out dir8/` names a folder and is refused, not written as a file named `dir8`."""
     with pytest.raises(pg.CheckpointError, match="folder"):
-        outputs.check_writable_file(f"{tmp_path}/dir8/", overwrite=False)
+        locks.check_writable_file(f"{tmp_path}/dir8/", overwrite=False)
     assert not (tmp_path / "dir8").exists()
 
 
 def test_a_new_out_can_be_written_again_by_its_run(tmp_path):
     out = tmp_path / "r.json"
-    outputs.check_writable_file(out, overwrite=False)
+    locks.check_writable_file(out, overwrite=False)
     try:
         outputs.atomic_write_text(out, "first")
         outputs.atomic_write_text(out, "second")  # a script that saves as it goes
     finally:
-        outputs.release_output_locks()
+        locks.release_output_locks()
     assert out.read_text() == "second"
 
 

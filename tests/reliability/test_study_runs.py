@@ -16,7 +16,7 @@ from test_splits import _benchmark_file
 
 import policy_gnn_jax as pg
 from policy_gnn_jax import data
-from policy_gnn_jax.runtime import outputs
+from policy_gnn_jax.runtime import locks
 
 
 def _study(*argv):
@@ -286,7 +286,7 @@ def test_a_second_heterophily_run_on_one_out_is_refused_before_it_trains(tmp_pat
     from test_heterophily_study import _study
 
     need("texas")
-    with outputs.FolderLock(tmp_path / "runs", "output folder"):  # as a running study holds it
+    with locks.FolderLock(tmp_path / "runs", "output folder"):  # as a running study holds it
         done = _study(tmp_path, "options", "--options", "plain", "ego")
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()

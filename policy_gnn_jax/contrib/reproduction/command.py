@@ -26,7 +26,7 @@ from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
 from policy_gnn_jax.contrib.reproduction import figures, runs, studies, tables
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
-from policy_gnn_jax.runtime import outputs, seed_axis, study_files
+from policy_gnn_jax.runtime import locks, outputs, seed_axis, study_files
 
 
 def check_args(args) -> None:
@@ -62,7 +62,7 @@ def check_args(args) -> None:
                 f"{args.out}, which holds this run's analyses only: name another file for the "
                 f"merged one, e.g. docs/results/headroom.json."
             )
-        outputs.check_writable_file(args.headroom_json)
+        locks.check_writable_file(args.headroom_json)
         study_files.check(args.headroom_json, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES))
 
 
@@ -131,7 +131,7 @@ def run(args) -> None:
     check_args(args)
     _warn_unread_dataset_flags(args)
     args.seed_mode = seed_axis.seed_mode_for(args.seed_mode)
-    with outputs.FolderLock(args.out, "output folder"):  # one command at a time per --out
+    with locks.FolderLock(args.out, "output folder"):  # one command at a time per --out
         COMMANDS[args.what](args)
 
 

@@ -9,7 +9,7 @@ import pathlib
 
 from policy_gnn_jax import api, data, methods
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax.runtime import outputs, records, seed_axis
+from policy_gnn_jax.runtime import locks, outputs, records, seed_axis
 
 
 def _as_json(cfg: config_lib.Config) -> dict:
@@ -54,7 +54,7 @@ def run_or_load(
     silently."""
     made, seed_mode = not out.exists(), seed_axis.seed_mode_for(seed_mode)
     try:
-        with outputs.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
+        with locks.FolderLock(out, "run folder"):  # one writer per run, a command or the CLI
             return _run_or_load(out, ds, cfg, method, seeds, seed_mode, seed, replace)
     except BaseException:  # a stop or an error: leave no empty run folder behind
         if made:
