@@ -34,10 +34,9 @@ from policy_gnn_jax.runtime import (
     processes,
     records,
     runner,
-    saved_fit,
     seed_axis,
 )
-from policy_gnn_jax.runtime.saved_fit import run_fingerprint
+from policy_gnn_jax.runtime.fingerprint import run_fingerprint, run_identity
 
 METHODS = methods.names()
 
@@ -190,7 +189,7 @@ def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, bac
     run = (dataset, config, entry.name, seeds, seed, custom, seed_mode)
     directory = outputs.check_folder_path(directory, "checkpoint folder")  # "" is no folder
     directory = processes.checkpoint_folder(directory)  # one process: `directory` itself
-    return checkpoint.Checkpointer(directory, run_fingerprint(*run), saved_fit.run_identity(*run))
+    return checkpoint.Checkpointer(directory, run_fingerprint(*run), run_identity(*run))
 
 
 def _every_seed(trainer, entry, state, metrics, results, run: tuple):

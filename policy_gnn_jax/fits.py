@@ -26,7 +26,8 @@ from policy_gnn_jax.backbones.gcn import Backbone
 from policy_gnn_jax.graph import host
 from policy_gnn_jax.mdp import host_prediction
 from policy_gnn_jax.runtime import arguments, checkpoint, compilation, outputs, saved_fit
-from policy_gnn_jax.runtime.saved_fit import config_from_dict, run_fingerprint
+from policy_gnn_jax.runtime.fingerprint import run_fingerprint
+from policy_gnn_jax.runtime.saved_fit import config_from_dict
 
 
 def compiler_options(entry: methods.Method, config, g) -> dict | None:

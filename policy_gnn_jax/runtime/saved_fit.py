@@ -25,62 +25,13 @@ import scipy.sparse as sp
 from policy_gnn_jax import data
 from policy_gnn_jax.config import Config, ConfigError
 from policy_gnn_jax.runtime import locks, outputs
+from policy_gnn_jax.runtime.fingerprint import run_fingerprint
 from policy_gnn_jax.runtime.outputs import CheckpointError
 
 # 4: the record's scores are test_metric and val_metric (3: test_accuracy, val_accuracy; 1 and 2,
 # from 0.2 and earlier, fingerprint runs without the split's part sizes). Earlier ones are refused.
 FORMAT = 4
 MANIFEST_FILES = ("results.json", "dataset.npz", "snapshots.npz")
-
-
-def run_fingerprint(
-    ds: data.Dataset,
-    config,
-    method: str,
-    seeds: int,
-    seed: int,
-    custom: tuple[str, ...] = (),
-    seed_mode: str | None = None,
-) -> str:
-    """Identifies a run for its checkpoints and saved fits: same data, config (a `Config` or its
-    saved dict), method, seeds and seed mode (the modes round differently, so a state of one
-    cannot go on in the other), and which parts were the caller's own (a custom backbone or
-    agent cannot be told apart by content)."""
-    values = config if isinstance(config, dict) else dataclasses.asdict(config)
-    parts = [ds.fingerprint(), values, method, seeds, seed]
-    parts += [ds.num_classes]  # sizes the output layer; not in the arrays' fingerprint
-    parts += [list(custom)] if custom else []
-    parts += [seed_mode] if seed_mode is not None else []
-    blob = json.dumps(parts, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def run_identity(
-    ds: data.Dataset,
-    config,
-    method: str,
-    seeds: int,
-    seed: int,
-    custom: tuple[str, ...] = (),
-    seed_mode: str | None = None,
-) -> dict:
-    """What `run_fingerprint` hashes, by name and as JSON values: a checkpoint keeps it, so a
-    refused one can say which of these changed."""
-    values = config if isinstance(config, dict) else dataclasses.asdict(config)
-    identity = {
-        "dataset": f"{ds.name} (fingerprint {ds.fingerprint()[:12]})",
-        # What the fingerprint hashes; identities written before the split's lengths were
-        # hashed lack the entry (`checkpoint.Checkpointer.restore` names that case).
-        "dataset fingerprint": "arrays and split lengths",
-        "classes": ds.num_classes,
-        "method": method,
-        "seeds": seeds,
-        "seed": seed,
-        "seed_mode": seed_mode,
-        "own parts": list(custom),
-        **{f"config {name}": value for name, value in values.items()},
-    }
-    return json.loads(json.dumps(identity))
 
 
 def config_from_dict(values: dict, config_type: type[Config] = Config) -> Config:
