@@ -32,7 +32,7 @@ _EXPORTS = {
     "METHODS": ("policy_gnn_jax.api", "METHODS"),
     "Fit": ("policy_gnn_jax.fits", "Fit"),
     "fit": ("policy_gnn_jax.api", "fit"),
-    "load": ("policy_gnn_jax.fits", "load"),
+    "load": ("policy_gnn_jax.loading", "load"),
     "Backbone": ("policy_gnn_jax.backbones", "Backbone"),
     "flax_backbone": ("policy_gnn_jax.backbones", "flax_backbone"),
     "make_backbone": ("policy_gnn_jax.backbones", "make_backbone"),

@@ -1,5 +1,5 @@
 """The public entry point: `fit` a method on a `Dataset` over many seeds, get a `Fit` back
-(`fits.py`: predict, save, and `load`).
+(`fits.py`: predict, save; `loading.py`: `load`).
 
     ds = policy_gnn_jax.from_arrays(features, edges, labels, train, val, test)
     fit = policy_gnn_jax.fit(ds, policy_gnn_jax.Config.tiny(), seeds=3)

@@ -25,6 +25,7 @@ LAYERS = {
     "custom_parts": 4,
     "fits": 5,
     "api": 6,
+    "loading": 6,
     "split_sweep": 7,
     "cli": 8,
     "__init__": 9,
