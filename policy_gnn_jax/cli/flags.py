@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import sys
 import textwrap
 
 from policy_gnn_jax import config as config_lib
@@ -40,11 +39,8 @@ def _own_fields(config_type) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: the flags most runs need, in groups, and `--set` for every Config field.
-
-    The flags of earlier versions that only set one Config field (`--q-lr`, `--hidden`, ...)
-    are still accepted, hidden from `--help`: `--set` covers them.
-    """
+    """The command line: the flags most runs need, in groups, `--set` for every Config field, and
+    hidden flags that set one field each (`--q-lr`, `--hidden`, ...), as `--set` does."""
     p = argparse.ArgumentParser(
         prog="policy-gnn",
         usage="%(prog)s [--dataset NAME] [--method NAME] [--set FIELD=VALUE ...] [options]",
@@ -228,7 +224,7 @@ def config_from_args(args) -> config_lib.Config:
     then every `--set FIELD=VALUE` (last, so it wins; `flag_fields` names each it replaced)."""
     entry = methods.get(args.method)
     ignored = unread_fields(entry)  # warned about, and neither parsed nor applied
-    overrides = config_lib.parse_overrides(_own_items(args.set, ignored), entry.config_type)
+    overrides = config_lib.parse_overrides(own_items(args.set, ignored), entry.config_type)
     # --set backbone= picks the preset too
     backbone = overrides.get("backbone", args.backbone or config_lib.Config.backbone)
     if backbone == "decoupled":  # with the regularisation tuned for this dataset, if any
@@ -241,22 +237,18 @@ def config_from_args(args) -> config_lib.Config:
     return preset(**values)
 
 
-def _others_fields(entry: methods.Method) -> set[str]:
-    """The fields of other methods' own configs that this method's config does not have."""
-    known = {f.name for f in dataclasses.fields(entry.config_type)}
-    others = {f for name in methods.names() for f in _own_fields(methods.get(name).config_type)}
-    return others - known
-
-
-def _own_items(items: list[str] | None, unread: frozenset[str]) -> list[str]:
+def own_items(items: list[str] | None, unread: frozenset[str]) -> list[str]:
     """The `--set` items of fields the method reads: the others (`unread_fields`) are left out,
     unparsed, and warned about, as a flag the method does not read is."""
     return [item for item in items or [] if item.partition("=")[0].strip() not in unread]
 
 
 def unread_fields(entry: methods.Method) -> frozenset[str]:
-    """The fields a method never reads: its `ignores`, and other methods' own fields."""
-    return entry.ignores | _others_fields(entry)
+    """The fields a method never reads: its `ignores`, and the fields of other methods' own
+    configs that its config lacks."""
+    known = {f.name for f in dataclasses.fields(entry.config_type)}
+    others = {f for name in methods.names() for f in _own_fields(methods.get(name).config_type)}
+    return entry.ignores | (others - known)
 
 
 def flag_fields(args) -> list[tuple[str, str, object]]:
@@ -304,60 +296,3 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
         raise config_lib.ConfigError(
             f"--fanouts must be whole numbers separated by commas, e.g. 10,10,5; got {text!r}."
         ) from None
-
-
-def warn_unused_flags(args) -> None:
-    """A flag or `--set` field the run never reads (the method's `Method.ignores`, a generator's
-    flag on another dataset, ...), and a flag a `--set` of the same field replaces, are said,
-    not silently dropped."""
-    entry = methods.get(args.method)
-    ignores = unread_fields(entry)
-    try:
-        overrides = config_lib.parse_overrides(_own_items(args.set, ignores), entry.config_type)
-    except config_lib.ConfigError:
-        overrides = {}  # refused with its own message when the config is built
-    unused = []  # in the flags' order, each once (--depths sets two fields)
-    for flag, field, value in flag_fields(args):
-        if field in ignores:
-            unused += [flag] if flag not in unused else []
-        elif field in overrides and overrides[field] != value:
-            shown = args.depths if flag == "--depths" else value  # as the user wrote it
-            _warn(f"--set {field}={overrides[field]} replaces {flag} {shown}.")
-    for flag in unused:
-        _warn(f"{flag} is not used by --method {args.method}.")
-    for field in sorted(ignores & {item.partition("=")[0].strip() for item in args.set or []}):
-        _warn(f"--set {field} is not used by --method {args.method}.")
-    for flag in _unused_data_flags(args):
-        _warn(f"{flag} is not used by --dataset {args.dataset}.")
-    if was_given(args, "checkpoint_every") and not args.checkpoint_dir:
-        _warn("--checkpoint-every is not used without --checkpoint-dir.")
-    if was_given(args, "split_map") and args.splits is None:
-        _warn("--split-map is not used without --splits.")
-    elif was_given(args, "split_map") and args.checkpoint_dir and args.split_map != "apart":
-        _warn(f"--split-map {args.split_map} is not used with --checkpoint-dir: each split runs "
-              f"apart, checkpointed in a folder of its own.")  # fmt: skip
-
-
-def _unused_data_flags(args) -> list[str]:
-    name = args.dataset.lower()
-    unused = []
-    if args.split is not None and not has_splits(args):
-        unused.append("--split")
-    generated = {"csbm": set(GENERATOR_DEFAULTS), "planted": {"csbm_seed"}}.get(name, set())
-    for field in GENERATOR_DEFAULTS:
-        if was_given(args, field) and field not in generated:
-            unused.append("--" + field.replace("_", "-"))
-    if args.data_dir is not None and name in ("csbm", "planted"):
-        unused.append("--data-dir")
-    return unused
-
-
-def has_splits(args) -> bool:
-    """Whether the dataset is a benchmark with fixed splits (`--split`, `--splits`)."""
-    return args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
-        args.dataset
-    )
-
-
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
