@@ -4,15 +4,10 @@ the heterophilous benchmarks, generators.
 Everything here runs before any JAX code; `graph.from_dataset` moves a Dataset to the device.
 """
 
-from policy_gnn_jax.data.arrays import from_arrays, from_jraph, symmetric_edges
+from policy_gnn_jax.data.arrays import from_arrays, from_jraph
+from policy_gnn_jax.data.checks import InvalidDatasetError, validate
 from policy_gnn_jax.data.csbm_files import write_csbm
-from policy_gnn_jax.data.dataset import (
-    DataError,
-    Dataset,
-    InvalidDatasetError,
-    MissingDataError,
-    validate,
-)
+from policy_gnn_jax.data.dataset import DataError, Dataset, MissingDataError
 from policy_gnn_jax.data.dense import (
     feature_nonzeros,
     features_array,
@@ -20,6 +15,7 @@ from policy_gnn_jax.data.dense import (
     largest_feature,
     row_normalise,
 )
+from policy_gnn_jax.data.edge_input import symmetric_edges
 from policy_gnn_jax.data.generators import (
     make_csbm,
     make_planted_depth,

@@ -13,7 +13,8 @@ import pathlib
 
 import numpy as np
 
-from policy_gnn_jax.data.dataset import DataError, InvalidDatasetError
+from policy_gnn_jax.data.checks import InvalidDatasetError
+from policy_gnn_jax.data.dataset import DataError
 from policy_gnn_jax.data.generators import (
     _check_csbm_args,
     _check_whole,

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax.data.dataset import fail
+from policy_gnn_jax.data.checks import fail
 from policy_gnn_jax.data.dense import all_finite
 
 

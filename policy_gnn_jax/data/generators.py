@@ -8,8 +8,9 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax.data.arrays import symmetric_edges
-from policy_gnn_jax.data.dataset import Dataset, InvalidDatasetError
+from policy_gnn_jax.data.checks import InvalidDatasetError
+from policy_gnn_jax.data.dataset import Dataset
+from policy_gnn_jax.data.edge_input import symmetric_edges
 
 # The fewest nodes `make_csbm`'s default splits fit in (20 x 4 train, 500 val, 1000 test).
 CSBM_MIN_NODES = 20 * 4 + 500 + 1000

@@ -25,13 +25,9 @@ import numpy as np
 
 from policy_gnn_jax.data import arrays as arrays_lib
 from policy_gnn_jax.data import feature_input, planetoid
-from policy_gnn_jax.data.arrays import symmetric_edges
-from policy_gnn_jax.data.dataset import (
-    DataError,
-    Dataset,
-    InvalidDatasetError,
-    MissingDataError,
-)
+from policy_gnn_jax.data.checks import InvalidDatasetError
+from policy_gnn_jax.data.dataset import DataError, Dataset, MissingDataError
+from policy_gnn_jax.data.edge_input import symmetric_edges
 
 HETEROPHILY_NAMES = (
     "actor",

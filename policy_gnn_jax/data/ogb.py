@@ -27,8 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from policy_gnn_jax.data import planetoid
-from policy_gnn_jax.data.arrays import symmetric_edges
 from policy_gnn_jax.data.dataset import DataError, Dataset
+from policy_gnn_jax.data.edge_input import symmetric_edges
 
 OGB_NAMES = ("ogbn-arxiv",)
 ARXIV_URL = "http://snap.stanford.edu/ogb/data/nodeproppred/arxiv.zip"

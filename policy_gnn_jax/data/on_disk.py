@@ -18,12 +18,8 @@ import pathlib
 import numpy as np
 
 from policy_gnn_jax.data.arrays import from_arrays
-from policy_gnn_jax.data.dataset import (
-    DataError,
-    Dataset,
-    InvalidDatasetError,
-    check_path_argument,
-)
+from policy_gnn_jax.data.checks import InvalidDatasetError
+from policy_gnn_jax.data.dataset import DataError, Dataset, check_path_argument
 
 ARRAY_FILES = (
     "features.npy",

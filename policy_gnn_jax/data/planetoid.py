@@ -19,9 +19,9 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from policy_gnn_jax.data.arrays import symmetric_edges
 from policy_gnn_jax.data.dataset import DataError, Dataset, MissingDataError
 from policy_gnn_jax.data.dense import row_normalise
+from policy_gnn_jax.data.edge_input import symmetric_edges
 
 PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
 RAW_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
