@@ -111,9 +111,10 @@ SOURCES = [
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_file_over_400_lines_and_no_function_over_80(path):
+def test_no_file_over_300_lines_in_the_library_or_400_elsewhere_and_no_function_over_80(path):
     lines = path.read_text().splitlines()
-    assert len(lines) <= 400, f"{len(lines)} lines"
+    limit = 300 if PACKAGE in path.parents else 400
+    assert len(lines) <= limit, f"{len(lines)} lines"
     long = [
         f"{node.name}: {node.end_lineno - node.lineno + 1} lines"
         for node in ast.walk(ast.parse("\n".join(lines)))
