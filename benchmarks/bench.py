@@ -293,7 +293,7 @@ def run(args) -> None:
         data.check_name(name)
     cli.require_at_least_one(seeds=min(args.seeds), repeats=args.repeats)
     if args.out is not None:
-        locks.check_writable_file(args.out, overwrite=args.overwrite)
+        locks.claim_output_file(args.out, overwrite=args.overwrite)
     for name in args.datasets:
         bench_dataset(name, args)
     if args.out is not None:

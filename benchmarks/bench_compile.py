@@ -142,7 +142,7 @@ def run(args) -> dict:
         raise config_lib.ConfigError("nothing to run: name --settings, or --sizes, or both.")
     _check_sizes(args.sizes)
     # As given: a path object would make "" the current folder and "out/" the file "out".
-    out = locks.check_writable_file(args.out, overwrite=args.overwrite)
+    out = locks.claim_output_file(args.out, overwrite=args.overwrite)
     device = jax.devices()[0].device_kind
     result = {"dataset": args.dataset, "seeds": args.seeds, "episodes": args.episodes,
               "device": device, "backend": jax.default_backend(), "settings": [],

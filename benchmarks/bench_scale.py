@@ -182,7 +182,7 @@ def run(args) -> None:
         raise ValueError(f"--degree must be a number > 0, got {args.degree}.")
     # A folder, an unwritable place or (without --overwrite) an earlier result: refused now, as
     # given (a path object would make "" the current folder and "out/" the file "out").
-    out = locks.check_writable_file(args.out, overwrite=args.overwrite)
+    out = locks.claim_output_file(args.out, overwrite=args.overwrite)
     try:
         pathlib.Path(args.data_dir).mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -39,7 +39,7 @@ def run(args) -> None:
             f"--splits {args.splits}: {args.dataset} has {available} splits; pass at most that."
         )
     if args.out is not None:  # an empty path is refused, not taken for none
-        locks.check_writable_file(args.out, overwrite=args.overwrite)
+        locks.claim_output_file(args.out, overwrite=args.overwrite)
     datasets = [data.load_dataset(args.dataset, data_dir=args.data_dir, split=k)
                 for k in range(args.splits)]  # fmt: skip
     cfg = pg.Config.decoupled(min_depth=0, max_depth=4, ego_head=True, depth=1,

@@ -247,7 +247,7 @@ def run(args) -> None:
     max_depth = pg.Config.decoupled().max_depth
     if args.depths is not None and not all(0 <= k <= max_depth for k in args.depths):
         raise pg.ConfigError(f"--depths must lie in 0..{max_depth}, got {args.depths}.")
-    locks.check_writable_file(args.out, overwrite=args.overwrite)  # before any fit
+    locks.claim_output_file(args.out, overwrite=args.overwrite)  # before any fit
     headroom = _read_headroom(pathlib.Path(args.headroom_json), args.datasets)
     results = {name: compare(name, args, headroom) for name in args.datasets}
     outputs.atomic_write_text(args.out, json.dumps(results, indent=2))

@@ -331,7 +331,7 @@ def run(args) -> None:
         if twice is not None:
             raise pg.ConfigError(f"--{flag}: {twice} is named twice; name it once.")
     written = args.ablation_json if args.what == "ablate" else args.results_json
-    locks.check_writable_file(written)
+    outputs.check_writable_file(written)
     if args.what == "ablate":  # merged into after the sweeps: checked before them
         study_files.check(written, ABLATION_FILE, ablation_shape)
     else:

@@ -370,7 +370,7 @@ def check_outputs(args) -> None:
     beside = (results.with_suffix(".md"), results.with_suffix(".depths.npz"))  # table, points
     written = [args.options_json] if args.what == "options" else [results, *beside, args.figure]
     for path in written:
-        locks.check_writable_file(path)
+        outputs.check_writable_file(path)
     outputs.check_writable_dir(args.out)
 
 

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
 def run(args) -> None:
     """Fits every grid point on every dataset; the choice reads validation accuracy only."""
     # a folder, an unwritable place or an existing result: refused now
-    locks.check_writable_file(args.out, overwrite=args.overwrite)
+    locks.claim_output_file(args.out, overwrite=args.overwrite)
     named = [n.lower() for n in args.datasets]
     twice = next((n for i, n in enumerate(named) if n in named[:i]), None)
     if twice is not None:  # it would be tuned twice, the second over the first

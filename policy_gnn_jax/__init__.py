@@ -12,8 +12,8 @@ Public API (README, "Use it on your own graph"; docs/usage.md):
     CheckpointError, ResourceError, DivergenceError   DivergenceError are ValueErrors)
 
 Layers (imports flow one way, left to right):
-  config, metrics, data -> graph -> backbones, agents -> mdp, fixed_depth -> methods -> fits -> api
-  -> split_sweep (several splits as one program) -> cli
+  config, metrics, data -> graph -> backbones, agents -> mdp, fixed_depth -> methods -> fits
+  -> api, loading -> split_sweep (several splits as one program) -> cli
   runtime (the Trainer interface, the runner over seeds, checkpoints, records) sits under mdp
   and fixed_depth and knows none of them. contrib/ builds on all of it; the core never imports it.
 """

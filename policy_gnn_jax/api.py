@@ -30,6 +30,7 @@ from policy_gnn_jax.mdp import loop
 from policy_gnn_jax.runtime import (
     arguments,
     checkpoint,
+    cluster,
     outputs,
     processes,
     records,
@@ -177,7 +178,7 @@ def _record(entry, ds, config, g, options, ckpt, metrics, results, wall, seeds, 
         options=options,
     )
     record["resumed"] = ckpt.resumed(wall) if ckpt is not None else None
-    record["processes"] = processes.count()
+    record["processes"] = cluster.count()
     return record
 
 

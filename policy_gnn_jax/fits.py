@@ -220,7 +220,9 @@ class Fit:
             "method": self.method,
             "config": dataclasses.asdict(self.config),
             "dataset_fingerprint": self.dataset.fingerprint(),
-            "run_fingerprint": self._run_fingerprint(self.config, self.dataset, self.record),
+            "run_fingerprint": run_fingerprint(
+                self.dataset, self.config, self.method, self.num_seeds, int(self.record["seed"])
+            ),
             "num_leaves": len(leaves),
             # numpy stores types it cannot name (bfloat16) as raw bytes: `load` checks the names.
             "dtypes": [str(np.asarray(leaf).dtype) for leaf in leaves],
@@ -253,7 +255,3 @@ class Fit:
                 f"this fit's record describes a run with {problem}: nothing was saved. Save the "
                 f"fit its run returned."
             )
-
-    def _run_fingerprint(self, config, ds, record) -> str:
-        seeds, seed = int(record["seeds"]), int(record["seed"])
-        return run_fingerprint(ds, config, self.method, seeds, seed)

@@ -15,7 +15,7 @@ from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones.gcn import Backbone
 from policy_gnn_jax.fits import Fit
 from policy_gnn_jax.runtime import arguments, checkpoint, outputs, saved_fit
-from policy_gnn_jax.runtime.saved_fit import config_from_dict
+from policy_gnn_jax.runtime.fingerprint import run_fingerprint
 
 
 def load(
@@ -28,7 +28,7 @@ def load(
     meta, record, ds, leaves = saved_fit.read(directory)
     out = pathlib.Path(directory)
     try:
-        config = config_from_dict(meta["config"], methods.get(meta["method"]).config_type)
+        config = saved_fit.config_from_dict(meta["config"], methods.get(meta["method"]).config_type)
     except config_lib.ConfigError as err:
         raise outputs.CheckpointError(
             f"{out}/fit.json holds a config this version cannot use ({err}): save the fit again."
@@ -61,7 +61,8 @@ def load(
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
     fitted = Fit.of(record, config, meta["method"], ds, params, policy, eval_keys,
                     backbone=backbone, agent=agent)  # fmt: skip
-    if meta["run_fingerprint"] != fitted._run_fingerprint(config, ds, record):
+    run = (ds, config, meta["method"], int(record["seeds"]), int(record["seed"]))
+    if meta["run_fingerprint"] != run_fingerprint(*run):
         raise outputs.CheckpointError(
             f"{out}/results.json and fit.json describe different runs: save the fit again."
         )

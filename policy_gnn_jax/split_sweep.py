@@ -29,7 +29,7 @@ import numpy as np
 from policy_gnn_jax import api, fits, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.metrics import shapes
-from policy_gnn_jax.runtime import arguments, processes, runner, seed_axis
+from policy_gnn_jax.runtime import arguments, cluster, runner, seed_axis
 from policy_gnn_jax.runtime.trainer import Trainer
 
 SPLIT_MAPS = ("map", "vmap", "apart")
@@ -110,7 +110,7 @@ def _check(datasets, split_map) -> None:
         )
     if split_map not in SPLIT_MAPS:
         raise config_lib.ConfigError(f"split_map must be one of {SPLIT_MAPS}, got {split_map!r}.")
-    if processes.count() > 1:
+    if cluster.count() > 1:
         raise config_lib.ConfigError("fit_splits runs in one process: fit one split at a time.")
 
 

@@ -89,8 +89,8 @@ def test_probe_depths_ignore_test_correctness(small_dataset):
     changed = correct.copy()
     changed[:, test] = ~changed[:, test]
     np.testing.assert_array_equal(
-        signals_lib.probe_depths(signals, correct, val, test),
-        signals_lib.probe_depths(signals, changed, val, test),
+        headroom.probe_depths(signals, correct, val, test),
+        headroom.probe_depths(signals, changed, val, test),
     )
 
 
@@ -102,7 +102,7 @@ def test_probe_finds_a_depth_signal_when_there_is_one(small_dataset):
     signals = np.eye(3)[right_depth] + 0.1 * rng.normal(size=(n, 3))
     correct = right_depth[None, :] == np.arange(3)[:, None]
     val, test = np.asarray(small_dataset.val_index), np.asarray(small_dataset.test_index)
-    chosen = signals_lib.probe_depths(signals, correct, val, test)
+    chosen = headroom.probe_depths(signals, correct, val, test)
     assert (chosen == right_depth[test]).mean() > 0.95
 
 

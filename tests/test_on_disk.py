@@ -208,7 +208,7 @@ def test_a_dense_dataset_gives_the_same_device_graph_as_its_csr(csbm):
         np.testing.assert_array_equal(x, y)
 
 
-def test_a_dense_dataset_survives_a_saved_fit_and_headroom_reads_it(csbm):
+def test_a_dense_dataset_survives_a_saved_fit_and_its_signals_read_it(csbm):
     from policy_gnn_jax.contrib.adaptive_depth import signals
     from policy_gnn_jax.runtime import saved_fit
 

@@ -158,13 +158,13 @@ def test_fit_over_two_processes_equals_one():
     [(1, 0, 5, (0, 5)), (2, 0, 5, (0, 3)), (2, 1, 5, (3, 5)), (3, 2, 5, (4, 5)), (3, 1, 6, (2, 4))],
 )
 def test_seed_blocks_cover_the_seeds_in_order(monkeypatch, count, me, seeds, block):
-    monkeypatch.setattr(processes, "count", lambda: count)
-    monkeypatch.setattr(processes, "index", lambda: me)
+    monkeypatch.setattr(cluster, "count", lambda: count)
+    monkeypatch.setattr(cluster, "index", lambda: me)
     assert processes.seed_block(seeds) == block
 
 
 def test_fewer_seeds_than_processes_is_refused(monkeypatch):
-    monkeypatch.setattr(processes, "count", lambda: 4)
+    monkeypatch.setattr(cluster, "count", lambda: 4)
     with pytest.raises(pg.ConfigError, match="3 seeds cannot be shared by 4 processes"):
         processes.seed_block(3)
 

@@ -52,7 +52,7 @@ def run(args, failed: list) -> None:
         )
     out = outputs.check_writable_dir(args.out)
     for name in ("probes.md", "probes.json"):
-        locks.check_writable_file(out / name, "the probe table", args.overwrite)
+        locks.claim_output_file(out / name, "the probe table", args.overwrite)
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)

@@ -19,7 +19,7 @@ from policy_gnn_jax.cli.flags import (
     was_given,
 )
 from policy_gnn_jax.cli.process import require_at_least_one
-from policy_gnn_jax.runtime import memory, outputs, processes, runner, seed_axis
+from policy_gnn_jax.runtime import cluster, memory, outputs, runner, seed_axis
 
 
 def _check_paths(args) -> None:
@@ -80,11 +80,11 @@ def check_args(args) -> None:
         if not args.show_config:  # the backend has started (it has not for --show-config)
             seed_axis.check_devices(args.devices, "--devices")
     data.check_name(args.dataset)
-    if args.splits is not None and not has_splits(args):
+    if args.splits is not None and not splits.has_splits(args):
         raise config_lib.ConfigError(
             f"--splits needs a benchmark with fixed splits; --dataset {args.dataset} has one."
         )
-    if args.splits is not None and processes.count() > 1:
+    if args.splits is not None and cluster.count() > 1:
         raise config_lib.ConfigError(
             "--splits runs in one process: over several processes, run one --split K at a time."
         )
@@ -125,13 +125,6 @@ def _check_generator_args(args) -> None:
         )
 
 
-def has_splits(args) -> bool:
-    """Whether the dataset is a benchmark with fixed splits (`--split`, `--splits`)."""
-    return args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
-        args.dataset
-    )
-
-
 def warn_unused_flags(args) -> None:
     """A flag or `--set` field the run never reads (the method's `Method.ignores`, a generator's
     flag on another dataset, ...), and a flag a `--set` of the same field replaces, are said,
@@ -167,7 +160,7 @@ def warn_unused_flags(args) -> None:
 def _unused_data_flags(args) -> list[str]:
     name = args.dataset.lower()
     unused = []
-    if args.split is not None and not has_splits(args):
+    if args.split is not None and not splits.has_splits(args):
         unused.append("--split")
     generated = {"csbm": set(GENERATOR_DEFAULTS), "planted": {"csbm_seed"}}.get(name, set())
     for field in GENERATOR_DEFAULTS:

@@ -21,7 +21,7 @@ import jax
 from policy_gnn_jax import api, data, fits, methods
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.cli import splits
-from policy_gnn_jax.cli.checks import check_args, has_splits, warn_unused_flags
+from policy_gnn_jax.cli.checks import check_args, warn_unused_flags
 from policy_gnn_jax.cli.flags import (
     build_parser,
     config_from_args,
@@ -81,7 +81,7 @@ def _main(argv) -> int:
             print(show_config(methods.get(args.method).run_config(config)))
             return 0
         args.seed_mode = seed_axis.seed_mode_for(args.seed_mode)
-        if processes.index() != 0:  # process 0 writes the results, the others nothing
+        if cluster.index() != 0:  # process 0 writes the results, the others nothing
             return _run_worker(args, config)
         if args.out:
             out = pathlib.Path(args.out).expanduser()
@@ -144,7 +144,7 @@ def _run_worker(args, config) -> int:
     cluster.agree()
     _fitter(args, config)(_load(args))
     low, high = processes.seed_block(args.seeds)
-    print(f"process {processes.index()} of {processes.count()}: seeds {low}..{high - 1} done; "
+    print(f"process {cluster.index()} of {cluster.count()}: seeds {low}..{high - 1} done; "
           f"process 0 writes the results.")  # fmt: skip
     return 0
 
@@ -256,7 +256,7 @@ def _generator_args(args) -> dict:
         }
     if args.dataset.lower() == "planted":
         return {"seed": args.csbm_seed}
-    if has_splits(args):
+    if splits.has_splits(args):
         return {"split": args.split or 0}
     return {}
 
@@ -269,6 +269,6 @@ def _default_stem(args, config) -> str:
     path = pathlib.Path(args.dataset)
     name = path.stem if data.heterophily.is_npz_path(args.dataset) else path.name
     name = name or outputs.real_path(path).name or "dataset"  # "." or "..": the folder's own name
-    split = f"-split{args.split or 0}" if has_splits(args) else ""
+    split = f"-split{args.split or 0}" if splits.has_splits(args) else ""
     split = "-splits" if args.splits is not None else split
     return f"{name.lower()}{split}-{tag}"

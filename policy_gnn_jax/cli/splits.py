@@ -19,6 +19,13 @@ from policy_gnn_jax import config, data, methods, split_sweep
 from policy_gnn_jax.runtime import outputs, records, reuse
 
 
+def has_splits(args) -> bool:
+    """Whether the dataset is a benchmark with fixed splits (`--split`, `--splits`)."""
+    return args.dataset.lower() in data.HETEROPHILY_NAMES or data.heterophily.is_npz_path(
+        args.dataset
+    )
+
+
 def parse_splits(text: str, available: int) -> list[int]:
     """`all`, `A-B` or `A,B,...` as split indices, each in 0..available-1."""
     text = text.strip()

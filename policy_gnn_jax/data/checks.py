@@ -1,6 +1,8 @@
 """The checks every `Dataset` passes, however it was built (`validate`, run when one is made and
 again by `graph.from_dataset`): each raises an `InvalidDatasetError` that names the problem and
-the fix."""
+the fix. They run again before anything reaches the device because the fast propagation rule
+(`graph.propagate`) is only correct for a symmetric, receiver-sorted adjacency: a directed input
+would otherwise train on silently wrong gradients."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ class InvalidDatasetError(ValueError):
     """A dataset's arrays break an invariant. The message names the problem and the fix."""
 
 
-# How a dataset's predictions are scored (`Dataset.metric`; `policy_gnn_jax.metrics.score`).
+# The values `Dataset.metric` may take (how `policy_gnn_jax.metrics.score` scores predictions).
 METRICS = ("accuracy", "roc_auc")
 
 

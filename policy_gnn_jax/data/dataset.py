@@ -1,13 +1,6 @@
-"""The host-side `Dataset`, validated when it is made (the checks: `checks.py`), and its arrays
-kept read-only.
-
-`from_arrays` and `from_jraph` turn a user's graph into a `Dataset`: they validate, normalise
-(directed edges made symmetric, self-loops and duplicates dropped, saying what changed) and refuse
-what cannot be repaired with a `ValueError` that names the problem and the fix. `Dataset` runs the
-same checks at construction, and `graph.from_dataset` runs them again before anything reaches the
-device, because the fast propagation rule (`graph.propagate`) is only correct for a symmetric,
-receiver-sorted adjacency: a directed input would otherwise train on silently wrong gradients.
-"""
+"""The host-side `Dataset`, validated when it is made (the checks: `checks.py`), its arrays
+kept read-only; the errors a dataset's loading raises. A user's graph becomes a `Dataset` through
+`from_arrays` or `from_jraph` (`arrays.py`)."""
 
 from __future__ import annotations
 
@@ -41,7 +34,6 @@ def check_path_argument(value, what: str):
 
 class MissingDataError(DataError):
     """A raw file is not on this machine and cannot be downloaded (a sweep skips the dataset)."""
-
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,8 @@
 - `build.py`: `Graph` from a `Dataset` on the host (and from a jraph `GraphsTuple` or a padded
   subgraph), and hop distances between training nodes;
 - `gather_matmul.py`: those products as gathers only (a fixed summation order: deterministic);
-- `subgraph.py`: the subgraph engine's padded neighbourhoods, sampled on the host.
+- `subgraph.py`: the subgraph engine's padded neighbourhoods on the device;
+- `sampler.py`: those neighbourhoods sampled on the host.
 """
 
 from policy_gnn_jax.graph.build import (

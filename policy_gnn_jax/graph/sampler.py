@@ -6,10 +6,7 @@ neighbours, drawn without replacement; if the hop's new nodes or edges still ove
 a uniform subset of them is kept. A node that kept k of its deg neighbours scales their weights
 by deg / k (GraphSAGE's mean estimator applied to Â's sum; its self-loop stays exact).
 
-Sampling runs on the host (NumPy over a CSR), called from the compiled loop through
-`jax.pure_callback` with a seed drawn from the run's key: one seed still reproduces a run bit
-for bit. (jraph helpers that still call the removed `jax.tree_map`, such as
-`jraph.zero_out_padding`, are not used.)
+NumPy over a CSR, called from the compiled loop by `subgraph.sample`.
 """
 
 from __future__ import annotations
@@ -63,7 +60,8 @@ class Sampler:
         target_mask: same shape [...]. per_target: draw from the seed and the targets' ids
         (whole-graph ids), so one target's sample does not depend on where it was asked from.
 
-        Returns: the `Padded` fields as NumPy arrays.
+        Returns: `subgraph.Padded`'s fields as NumPy arrays, in its order (node_ids, senders,
+        receivers, weights, positions, num_nodes, then the host engine's rows).
         """
         mask = np.asarray(target_mask, bool)
         targets = np.asarray(target_nodes)[mask].astype(np.int64)

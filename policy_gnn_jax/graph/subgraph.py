@@ -4,8 +4,8 @@ The full engine trains the backbone on the whole graph and measures M_t on the w
 step costs as much as the graph is large. Here a step trains the full buffers' nodes on the
 union of their d-hop neighbourhoods (d: each buffer's depth) and measures M_t on the validation
 nodes' K-hop neighbourhood, built once per seed. Every subgraph is a `jraph.GraphsTuple`
-padded with `jraph.pad_with_graphs` to the config's node and edge budgets, so each shape
-compiles once, and the backbone runs on it unchanged (`view` turns it into a `graph.Graph`).
+padded to the config's node and edge budgets (`sampler.pad`), so each shape compiles once, and
+the backbone runs on it unchanged (`view` turns it into a `graph.Graph`).
 
 Exactness: a node's depth-d output depends on its d-hop neighbourhood only, through Â's weights
 `1/sqrt(deg_u deg_v)` of the WHOLE graph, which the subgraph keeps. A node at hop j < d gets
@@ -13,7 +13,10 @@ every edge into it, a node at hop d only its features. So with every neighbour k
 subgraph's logits at the targets equal the whole graph's (tested on Cora); its edges are in the
 whole graph's (receiver, sender) order, so each node's sum runs in the same order.
 
-Sampling runs on the host, in `graph/sampler.py`.
+The neighbourhoods are sampled on the host (`graph/sampler.py`), called from the compiled loop
+through `jax.pure_callback` (`sample`) with a seed drawn from the run's key: one seed still
+reproduces a run bit for bit. (jraph helpers that still call the removed `jax.tree_map`, such as
+`jraph.zero_out_padding`, are not used.)
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import jax.numpy as jnp
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.graph.sampler import Sampler
+from policy_gnn_jax.graph import sampler as sampler_lib
 
 
 class Padded(NamedTuple):
@@ -55,7 +58,7 @@ class Padded(NamedTuple):
 
 
 def padded_shapes(config: config_lib.Config, target_shape, store=None) -> Padded:
-    """The shapes `Sampler` returns; with a `HostStore`, its feature rows' too."""
+    """The shapes `sampler.Sampler` returns; with a `HostStore`, its feature rows' too."""
     n, e = config.subgraph_nodes + 1, config.subgraph_edges
     rows = {}
     if store is not None and store.sparse_rows:
@@ -77,9 +80,11 @@ def padded_shapes(config: config_lib.Config, target_shape, store=None) -> Padded
     )
 
 
-def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask, per_target=False) -> Padded:
+def sample(
+    sampler: sampler_lib.Sampler, key: jax.Array, nodes, radii, mask, per_target=False
+) -> Padded:
     """The padded neighbourhood of the masked (node, radius) targets, from inside jit/vmap
-    (`per_target`: drawn from the key and the targets' ids, `Sampler.__call__`)."""
+    (`per_target`: drawn from the key and the targets' ids, `sampler.Sampler.__call__`)."""
     seed = jax.random.bits(key, (2,), jnp.uint32)
     shapes = padded_shapes(sampler.config, nodes.shape, sampler.store)
     present = [name for name, shape in shapes._asdict().items() if shape is not None]
@@ -95,7 +100,7 @@ def sample(sampler: Sampler, key: jax.Array, nodes, radii, mask, per_target=Fals
     return Padded(**dict(zip(present, out)))
 
 
-def node_logits(sampler: Sampler, logits, g, key, nodes, radius: int):
+def node_logits(sampler: sampler_lib.Sampler, logits, g, key, nodes, radius: int):
     """[K, M, C]: `logits(view, None)` (a backbone's, evaluation mode) at each of the nodes
     [M], each on its own `radius`-hop neighbourhood (sampled where over the budgets), one node
     after another: device memory is that of one subgraph however many nodes. A node's sample is

@@ -2,9 +2,9 @@
 
 The backbone trains on the union of the full buffers' neighbourhoods, each to its buffer's depth,
 and M_t is measured on the validation nodes' `max_depth`-hop neighbourhood, drawn once per seed
-(`graph/subgraph.py` samples them on the host and explains why the logits equal the whole
-graph's where nothing is sampled away). The host engine's device graph holds the split nodes
-alone, so its test nodes are scored each on its own neighbourhood too.
+(`graph/sampler.py` samples them on the host; `graph/subgraph.py` explains why the logits
+equal the whole graph's where nothing is sampled away). The host engine's device graph holds the
+split nodes alone, so its test nodes are scored each on its own neighbourhood too.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def connect(
         if process_id != 0:
             _wait_for_coordinator(coordinator, timeout_s)
     # Without it, JAX aborts every other process (a C++ stack trace, status 134) when one
-    # stops; with it they go on, and `gather` says which process stopped.
+    # stops; with it they go on, and `processes.gather` says which process stopped.
     jax.config.update("jax_enable_recoverability", True)
     # JAX's preemption notice takes SIGTERM for itself, and the command must still stop on it.
     jax.config.update("jax_enable_preemption_service", False)

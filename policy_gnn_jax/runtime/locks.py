@@ -1,5 +1,5 @@
 """One writer per output folder or file, as docs/reliability.md's promise 4 says: `FolderLock`
-for a run's folders, `check_writable_file` / `hold_output_lock` for a script's output file. Each
+for a run's folders, `claim_output_file` / `hold_output_lock` for a script's output file. Each
 is an exclusive `flock` on a lock file holding the owner's process id: the kernel releases it
 however its process ends, and a second writer is told which process holds it.
 """
@@ -11,33 +11,16 @@ import os
 import pathlib
 import threading
 
-from policy_gnn_jax.runtime.outputs import CheckpointError, check_writable_dir, real_path
+from policy_gnn_jax.runtime.outputs import CheckpointError, check_writable_file, real_path
 
 LOCK_NAME = ".policy-gnn.lock"
 
 
-def check_writable_file(path, what: str = "output file", overwrite: bool | None = None):
-    """Proves the file `path` can be written (its folder made if needed) before any work.
-
-    `overwrite=False`: an existing file is refused (a result is never replaced unasked); True:
-    it may be replaced; None: the file is merged into, not replaced (a study's results). With
-    `overwrite` given, the file is the script's own output: this process locks it until it ends
-    (`hold_output_lock`), so a second run writing it is refused."""
-    text = os.fspath(path) if isinstance(path, str | os.PathLike) else path
-    if not isinstance(text, str):
-        raise CheckpointError(f"the {what} must be a file's path, got {path!r}.")
-    if not text.strip():
-        raise CheckpointError(f"the {what} is an empty path: name a file.")
-    if text.endswith(("/", os.sep)):
-        raise CheckpointError(f"{what} {text} ends in '/', which names a folder: pass a file name.")
-    path = pathlib.Path(text).expanduser()
-    if path.is_dir():
-        raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
-    if overwrite is False and path.exists():
-        raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
-    check_writable_dir(path.parent, f"the folder for {what} {path.name},")
-    if overwrite is not None:
-        hold_output_lock(path)
+def claim_output_file(path, what: str = "output file", overwrite: bool = False) -> pathlib.Path:
+    """A script's own output file: `outputs.check_writable_file`, then this process is its only
+    writer until it ends (`hold_output_lock`), so a second run writing it is refused."""
+    path = check_writable_file(path, what, overwrite)
+    hold_output_lock(path)
     return path
 
 

@@ -129,6 +129,28 @@ def check_writable_dir(path, what: str = "output folder") -> pathlib.Path:
     return path
 
 
+def check_writable_file(path, what: str = "output file", overwrite: bool | None = None):
+    """Proves the file `path` can be written (its folder made if needed) before any work.
+
+    `overwrite=False`: an existing file is refused (a result is never replaced unasked); True:
+    it may be replaced; None: the file is merged into, not replaced (a study's results). A
+    script's own output file is also locked: `locks.claim_output_file`."""
+    text = os.fspath(path) if isinstance(path, str | os.PathLike) else path
+    if not isinstance(text, str):
+        raise CheckpointError(f"the {what} must be a file's path, got {path!r}.")
+    if not text.strip():
+        raise CheckpointError(f"the {what} is an empty path: name a file.")
+    if text.endswith(("/", os.sep)):
+        raise CheckpointError(f"{what} {text} ends in '/', which names a folder: pass a file name.")
+    path = pathlib.Path(text).expanduser()
+    if path.is_dir():
+        raise CheckpointError(f"{what} {path} is a folder: pass a file name.")
+    if overwrite is False and path.exists():
+        raise CheckpointError(f"{path} exists: pass --overwrite to replace it, or another --out.")
+    check_writable_dir(path.parent, f"the folder for {what} {path.name},")
+    return path
+
+
 def new_folder(root: str | os.PathLike, stem: str) -> pathlib.Path:
     """A new folder `root/stem-<date>-<time to the microsecond>-<pid>`, created exclusively."""
     root = pathlib.Path(root)

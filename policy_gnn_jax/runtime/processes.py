@@ -19,13 +19,14 @@ import jax
 import numpy as np
 
 from policy_gnn_jax.config import ConfigError
-from policy_gnn_jax.runtime.cluster import ProcessError, barrier, count, fetch, index, publish
+from policy_gnn_jax.runtime import cluster
+from policy_gnn_jax.runtime.cluster import ProcessError
 
 
 def seed_block(num_seeds: int) -> tuple[int, int]:
     """[low, high) of the seeds this process runs: contiguous blocks in process order, the
-    first `num_seeds % count()` one seed longer."""
-    processes, me = count(), index()
+    first `num_seeds % count` one seed longer."""
+    processes, me = cluster.count(), cluster.index()
     if num_seeds < processes:
         raise ConfigError(
             f"{num_seeds} seeds cannot be shared by {processes} processes: use at least "
@@ -41,9 +42,9 @@ def checkpoint_folder(directory) -> pathlib.Path:
     `process-I-of-N` folder inside (a rerun over another number of processes is refused there,
     `check_checkpoint_layout`)."""
     check_checkpoint_layout(directory)
-    if count() == 1:
+    if cluster.count() == 1:
         return pathlib.Path(directory)
-    return pathlib.Path(directory) / f"process-{index()}-of-{count()}"
+    return pathlib.Path(directory) / f"process-{cluster.index()}-of-{cluster.count()}"
 
 
 def check_checkpoint_layout(directory) -> None:
@@ -52,20 +53,20 @@ def check_checkpoint_layout(directory) -> None:
     folder = pathlib.Path(directory)
     found = sorted(p.name for p in folder.glob("process-*-of-*")) if folder.is_dir() else []
     steps = [p.name for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
-    if steps and count() > 1:  # a one-process run's numbered steps
+    if steps and cluster.count() > 1:  # a one-process run's numbered steps
         raise ConfigError(
             f"{folder} holds the checkpoints of a run in one process (step {max(steps)}), this "
-            f"run has {count()}: rerun it in one process to resume it, or use another "
+            f"run has {cluster.count()}: rerun it in one process to resume it, or use another "
             f"--checkpoint-dir."
         )
-    others = [name for name in found if not name.endswith(f"-of-{count()}")]
+    others = [name for name in found if not name.endswith(f"-of-{cluster.count()}")]
     if others:
         total = others[0].rsplit("-", 1)[-1]
         also = f" (and of a one-process run: step {max(steps)})" if steps else ""
         raise ConfigError(
             f"{folder} holds the checkpoints of a run over {total} processes ({others[0]}){also}, "
-            f"this run has {count()}: rerun it with --num-processes {total} to resume it, or use "
-            f"another --checkpoint-dir."
+            f"this run has {cluster.count()}: rerun it with --num-processes {total} to resume it, "
+            f"or use another --checkpoint-dir."
         )
 
 
@@ -80,13 +81,14 @@ def gather(tree, run=lambda: ""):
     `run()` identifies what each process ran (e.g. the run's fingerprint; called only over
     several processes, as it may hash the whole dataset): processes started with different
     data, configs or seeds are refused here, not joined into one record."""
-    if count() == 1:
+    if cluster.count() == 1:
         return tree
     tag = f"gather-{next(_GATHERS)}"  # the same in every process: they gather in one order
     leaves, treedef = jax.tree.flatten(tree)
-    publish(f"{tag}/{index()}", _to_bytes([np.frombuffer(run().encode(), np.uint8), *leaves]))
-    parts = [_from_bytes(fetch(f"{tag}/{p}")) for p in range(count())]
-    barrier(f"{tag}/read")  # no process leaves while another may still read its part
+    mine = _to_bytes([np.frombuffer(run().encode(), np.uint8), *leaves])
+    cluster.publish(f"{tag}/{cluster.index()}", mine)
+    parts = [_from_bytes(cluster.fetch(f"{tag}/{p}")) for p in range(cluster.count())]
+    cluster.barrier(f"{tag}/read")  # no process leaves while another may still read its part
     runs = [bytes(part[0]).decode() for part in parts]
     other = next((p for p, r in enumerate(runs) if r != runs[0]), None)
     shapes = [[x.shape[1:] for x in part[1:]] for part in parts]

@@ -181,7 +181,7 @@ def test_the_heterophily_study_writes_its_points_table_and_figure_under_the_lock
 
 def test_the_output_file_lock_is_released_for_the_next_run_of_the_same_process(tmp_path):
     out = tmp_path / "r.json"
-    locks.check_writable_file(out, overwrite=False)
+    locks.claim_output_file(out, overwrite=False)
     locks.release_output_locks()
     fd = hold_output_file_lock(out)  # another process could now take it
     os.close(fd)
@@ -189,7 +189,7 @@ def test_the_output_file_lock_is_released_for_the_next_run_of_the_same_process(t
 
 def test_a_stale_lock_file_of_a_killed_run_is_taken_over(tmp_path):
     (tmp_path / "r.json.lock").write_text("12345")  # its process is gone: the lock is free
-    locks.check_writable_file(tmp_path / "r.json", overwrite=False)
+    locks.claim_output_file(tmp_path / "r.json", overwrite=False)
     locks.release_output_locks()
     assert not (tmp_path / "r.json.lock").exists()
 

@@ -158,13 +158,13 @@ def test_a_checkpoint_folder_that_is_a_file_is_named(tmp_path, capsys):
 def test_an_out_ending_in_a_slash_names_a_folder_and_is_refused(tmp_path):
     """`--out dir8/` names a folder and is refused, not written as a file named `dir8`."""
     with pytest.raises(pg.CheckpointError, match="folder"):
-        locks.check_writable_file(f"{tmp_path}/dir8/", overwrite=False)
+        locks.claim_output_file(f"{tmp_path}/dir8/", overwrite=False)
     assert not (tmp_path / "dir8").exists()
 
 
 def test_a_new_out_can_be_written_again_by_its_run(tmp_path):
     out = tmp_path / "r.json"
-    locks.check_writable_file(out, overwrite=False)
+    locks.claim_output_file(out, overwrite=False)
     try:
         outputs.atomic_write_text(out, "first")
         outputs.atomic_write_text(out, "second")  # a script that saves as it goes

@@ -2,9 +2,9 @@
 
 - `fixed_runs.py`: every fixed depth trained on each split (cached), which the rest starts from;
 - `headroom.py`: upper bounds that read test labels (labelled as such), label-free depth rules
-  and a probe on label-free signals (`signals.py`: the signals and the probe);
+  and a probe on label-free signals (`signals.py`: the signals);
 - `bandit.py`: a full-feedback contextual bandit over depths (pure functions);
 - `plus.py`: Policy-GNN+, the bandit on per-node rewards over cross-fitted validation halves;
-  `plus_config.py`: its switches (`PlusConfig`); `plus_method.py`: the method
-  `policy-gnn-plus` it registers.
+  `plus_config.py`: its switches (`PlusConfig`); `plus_method.py`: registers it as the method
+  `policy-gnn-plus`.
 """

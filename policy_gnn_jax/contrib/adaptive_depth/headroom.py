@@ -16,13 +16,15 @@ best-validation epoch). From them:
   chance. Its validation accuracy is cross-fitted (each fold predicted by a probe fitted on the
   others), so it can be compared with the other rules on validation.
 
-All functions are pure NumPy over arrays; the label-free signals and the probe are in
-`signals.py`.
+All functions are pure NumPy / JAX over arrays; the label-free signals are `signals.py`'s.
 """
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from policy_gnn_jax import data
 from policy_gnn_jax.contrib.adaptive_depth import signals as signals_lib
@@ -92,6 +94,61 @@ def choose_smoothness_eps(distances, correct, depths, val) -> tuple[float, np.nd
     return float(grid[int(np.argmax(scores))]), np.asarray(scores)
 
 
+def _probe_loss(params, x, y, l2):
+    logits = x @ params["w"] + params["b"]
+    return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, y)) + l2 * jnp.sum(params["w"] ** 2)
+
+
+@jax.jit
+def _fit_logistic(x, y, l2):
+    """One logistic regression per column of y [M, D] on x [M, P], full batch, 300 Adam steps."""
+    params = {"w": jnp.zeros((x.shape[1], y.shape[1])), "b": jnp.zeros(y.shape[1])}
+    tx = optax.adam(0.05)
+
+    def step(carry, _):
+        params, state = carry
+        grads = jax.grad(_probe_loss)(params, x, y, l2)
+        updates, state = tx.update(grads, state, params)
+        return (optax.apply_updates(params, updates), state), None
+
+    (params, _), _ = jax.lax.scan(step, (params, tx.init(params)), length=300)
+    return params
+
+
+def fit_probe(signals: np.ndarray, targets: np.ndarray, l2: float = 1e-3):
+    """A probe (standardisation + logistic regressions) from signals [M, P] and targets [M, D]."""
+    mean, std = signals.mean(0), signals.std(0) + 1e-6
+    x = jnp.asarray((signals - mean) / std, jnp.float32)
+    params = _fit_logistic(x, jnp.asarray(targets, jnp.float32), l2)
+    return {"mean": mean, "std": std, "w": np.asarray(params["w"]), "b": np.asarray(params["b"])}
+
+
+def probe_scores(probe, signals: np.ndarray) -> np.ndarray:
+    """[M, D] logits of the chance of being right at each depth."""
+    return ((signals - probe["mean"]) / probe["std"]) @ probe["w"] + probe["b"]
+
+
+def probe_depths(signals, correct_seed, fit_nodes, eval_nodes, l2: float = 1e-3) -> np.ndarray:
+    """[len(eval_nodes)] depth index of each evaluated node by a probe fitted on `fit_nodes`.
+
+    Args:
+      signals: [N, P] one seed's signals.
+      correct_seed: [D, N] that seed's correctness; only the `fit_nodes` columns are read.
+    """
+    probe = fit_probe(signals[fit_nodes], correct_seed[:, fit_nodes].T, l2)
+    return probe_scores(probe, signals[eval_nodes]).argmax(1)
+
+
+def cross_fitted_probe_depths(signals, correct_seed, val, folds: int = 5, seed: int = 0):
+    """[V] each validation node's depth index from a probe fitted on the other folds."""
+    order = np.random.default_rng(seed).permutation(val.size)
+    chosen = np.zeros(val.size, np.int64)
+    for part in np.array_split(order, folds):
+        rest = np.setdiff1d(order, part)
+        chosen[part] = probe_depths(signals, correct_seed, val[rest], val[part])
+    return chosen
+
+
 def summary(values) -> dict:
     values = np.asarray(values, np.float64)
     return {"mean": float(values.mean()), "std": float(values.std()), "per_seed": values.tolist()}
@@ -110,8 +167,8 @@ def _probe_row(ds, probs, correct, distances, max_hops: int, local_homophily: bo
     probe_val, probe_test, probe_counts = [], [], np.zeros(num_depths, np.int64)
     for s in range(num_seeds):
         signals = np.concatenate([graph_part, per_seed[s]], 1)
-        chosen_val = signals_lib.cross_fitted_probe_depths(signals, correct[:, s], val)
-        chosen_test = signals_lib.probe_depths(signals, correct[:, s], val, test)
+        chosen_val = cross_fitted_probe_depths(signals, correct[:, s], val)
+        chosen_test = probe_depths(signals, correct[:, s], val, test)
         probe_val.append(correct[chosen_val, s, val].mean())
         probe_test.append(correct[chosen_test, s, test].mean())
         probe_counts += np.bincount(chosen_test, minlength=num_depths)
@@ -133,7 +190,7 @@ def analyse(
     """The whole analysis for one dataset and backbone. Test labels are read only by the final
     scoring and the two upper bounds; every choice (best depth, eps, probe) uses validation.
     `local_homophily`: the probe also sees two label-free estimates of a node's local homophily
-    (`feature_similarity`, `predicted_homophily`)."""
+    (`signals.feature_similarity`, `signals.predicted_homophily`)."""
     labels = np.asarray(ds.labels)
     val, test = np.asarray(ds.val_index), np.asarray(ds.test_index)
     correct = correctness(probs, labels)

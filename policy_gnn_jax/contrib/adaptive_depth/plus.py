@@ -100,7 +100,7 @@ def num_depths(ctx: PlusContext) -> int:
     return ctx.config.max_depth - ctx.config.min_depth + 1
 
 
-def signals(ctx: PlusContext, data: PlusData, probs: jax.Array) -> jax.Array:
+def bandit_states(ctx: PlusContext, data: PlusData, probs: jax.Array) -> jax.Array:
     """[N, P] the bandit's state of every node from the backbone's probs [D, N, C]."""
     parts = []
     if ctx.config.plus_signals in ("all", "graph"):
@@ -112,7 +112,7 @@ def signals(ctx: PlusContext, data: PlusData, probs: jax.Array) -> jax.Array:
 
 def num_signals(ctx: PlusContext, data: PlusData) -> int:
     probs = jax.ShapeDtypeStruct((num_depths(ctx), data.graph.num_nodes, 1), jnp.float32)
-    return jax.eval_shape(functools.partial(signals, ctx, data), probs).shape[1]
+    return jax.eval_shape(functools.partial(bandit_states, ctx, data), probs).shape[1]
 
 
 def eval_probs(ctx: PlusContext, data: PlusData, params) -> jax.Array:
@@ -152,7 +152,7 @@ def init(ctx: PlusContext, data: PlusData, key: jax.Array) -> PlusState:
         best_epoch=jnp.zeros((), jnp.int32),
         best_params=params,
         best_policy=policy,
-        node_signals=signals(ctx, data, eval_probs(ctx, data, params)),
+        node_signals=bandit_states(ctx, data, eval_probs(ctx, data, params)),
     )
 
 
@@ -198,7 +198,7 @@ def epoch_step(ctx: PlusContext, data: PlusData, state: PlusState, _=None):
     params = optax.apply_updates(state.params, updates)
     # 2. The bandit, on the policy half: every depth's reward for labels the backbone never saw.
     probs = eval_probs(ctx, data, params)
-    node_signals = signals(ctx, data, probs)
+    node_signals = bandit_states(ctx, data, probs)
     nodes = state.policy_nodes
     targets = bandit.rewards(probs[:, nodes], g.labels[nodes], cfg.plus_reward)
     policy, policy_opt, policy_loss = bandit.update(
@@ -246,7 +246,7 @@ def train_chunk(ctx: PlusContext, data: PlusData, state: PlusState, length: int)
 
 def greedy_depths(ctx: PlusContext, data: PlusData, logits_all, policy, nodes) -> jax.Array:
     """[M] the depths (not indices) the bandit gives `nodes`, from the backbone's logits."""
-    node_signals = signals(ctx, data, jax.nn.softmax(logits_all, -1))
+    node_signals = bandit_states(ctx, data, jax.nn.softmax(logits_all, -1))
     return bandit.greedy(policy, node_signals[nodes]) + ctx.config.min_depth
 
 

@@ -1,16 +1,12 @@
-"""Label-free per-node signals and the supervised probe that reads them (the headroom analysis,
-`headroom.py`, and Policy-GNN+'s bandit use them): a node's degree and distance to the training
-nodes, NDLS's smoothness distances, the features' top singular directions, signals of the
-fixed-depth models' predictions, and one logistic regression per depth fitted on validation
-nodes.
+"""Label-free per-node signals, which the headroom analysis's probe (`headroom.py`) and
+Policy-GNN+'s bandit read: a node's degree and distance to the training nodes, NDLS's smoothness
+distances, the features' top singular directions, and signals of a model's predictions.
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.sparse import linalg as sp_linalg
@@ -117,58 +113,3 @@ def predicted_homophily(ds: data.Dataset, probs: np.ndarray) -> np.ndarray:
     per_seed = np.moveaxis(probs.astype(np.float64), 0, 1)  # [N, S, C]
     mean = np.moveaxis(_neighbour_mean(ds, per_seed), 1, 0)  # [S, N, C]
     return (probs * mean).sum(-1)
-
-
-def _probe_loss(params, x, y, l2):
-    logits = x @ params["w"] + params["b"]
-    return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, y)) + l2 * jnp.sum(params["w"] ** 2)
-
-
-@jax.jit
-def _fit_logistic(x, y, l2):
-    """One logistic regression per column of y [M, D] on x [M, P], full batch, 300 Adam steps."""
-    params = {"w": jnp.zeros((x.shape[1], y.shape[1])), "b": jnp.zeros(y.shape[1])}
-    tx = optax.adam(0.05)
-
-    def step(carry, _):
-        params, state = carry
-        grads = jax.grad(_probe_loss)(params, x, y, l2)
-        updates, state = tx.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), None
-
-    (params, _), _ = jax.lax.scan(step, (params, tx.init(params)), length=300)
-    return params
-
-
-def fit_probe(signals: np.ndarray, targets: np.ndarray, l2: float = 1e-3):
-    """A probe (standardisation + logistic regressions) from signals [M, P] and targets [M, D]."""
-    mean, std = signals.mean(0), signals.std(0) + 1e-6
-    x = jnp.asarray((signals - mean) / std, jnp.float32)
-    params = _fit_logistic(x, jnp.asarray(targets, jnp.float32), l2)
-    return {"mean": mean, "std": std, "w": np.asarray(params["w"]), "b": np.asarray(params["b"])}
-
-
-def probe_scores(probe, signals: np.ndarray) -> np.ndarray:
-    """[M, D] logits of the chance of being right at each depth."""
-    return ((signals - probe["mean"]) / probe["std"]) @ probe["w"] + probe["b"]
-
-
-def probe_depths(signals, correct_seed, fit_nodes, eval_nodes, l2: float = 1e-3) -> np.ndarray:
-    """[len(eval_nodes)] depth index of each evaluated node by a probe fitted on `fit_nodes`.
-
-    Args:
-      signals: [N, P] one seed's signals.
-      correct_seed: [D, N] that seed's correctness; only the `fit_nodes` columns are read.
-    """
-    probe = fit_probe(signals[fit_nodes], correct_seed[:, fit_nodes].T, l2)
-    return probe_scores(probe, signals[eval_nodes]).argmax(1)
-
-
-def cross_fitted_probe_depths(signals, correct_seed, val, folds: int = 5, seed: int = 0):
-    """[V] each validation node's depth index from a probe fitted on the other folds."""
-    order = np.random.default_rng(seed).permutation(val.size)
-    chosen = np.zeros(val.size, np.int64)
-    for part in np.array_split(order, folds):
-        rest = np.setdiff1d(order, part)
-        chosen[part] = probe_depths(signals, correct_seed, val[rest], val[part])
-    return chosen

@@ -24,7 +24,7 @@ import sys
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
 from policy_gnn_jax.cli import exit_status, finish
-from policy_gnn_jax.contrib.reproduction import figures, runs, studies, tables
+from policy_gnn_jax.contrib.reproduction import analyses, figures, runs, tables
 from policy_gnn_jax.contrib.study_shapes import HEADROOM_FILE, headroom_shape
 from policy_gnn_jax.runtime import locks, outputs, seed_axis, study_files
 
@@ -62,7 +62,7 @@ def check_args(args) -> None:
                 f"{args.out}, which holds this run's analyses only: name another file for the "
                 f"merged one, e.g. docs/results/headroom.json."
             )
-        locks.check_writable_file(args.headroom_json)
+        outputs.check_writable_file(args.headroom_json)
         study_files.check(args.headroom_json, HEADROOM_FILE, headroom_shape(config_lib.BACKBONES))
 
 
@@ -140,8 +140,8 @@ COMMANDS = {
     "ablations": tables.ablations,
     "figures": figures.figures,
     "fig1": figures.fig1,
-    "planted": studies.planted,
-    "headroom": studies.headroom,
+    "planted": analyses.planted,
+    "headroom": analyses.headroom,
 }
 # Which dataset flag each command reads (figures draws the runs under --out; planted its own).
 READS = {"table": "--datasets", "ablations": "--datasets", "headroom": "--datasets",
