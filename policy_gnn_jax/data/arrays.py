@@ -228,4 +228,5 @@ def from_jraph(
         name=name,
         symmetrise=symmetrise,
         num_classes=num_classes,
+        edges_layout="2xE",  # senders and receivers: even a 2x2 array is two edges
     )

@@ -137,6 +137,18 @@ def test_a_bad_graphs_tuple_is_named(graph, message):
         pg.from_jraph(graph, np.array([0, 1, 0, 1]), [0], [1], [2, 3])
 
 
+def test_a_graphs_tuple_with_two_edges_is_read_as_senders_and_receivers():
+    """A GraphsTuple's senders and receivers say their layout: two edges are two edges, not an
+    ambiguous 2x2 array (found by an independent tester)."""
+    two = dict(senders=np.array([0, 1]), n_edge=np.array([2]))
+    ds = pg.from_jraph(_graphs_tuple(**two, receivers=np.array([1, 0])), np.array([0, 1, 0, 1]),
+                       [0], [1], [2, 3])  # fmt: skip
+    assert ds.edges.tolist() == [[1, 0], [0, 1]]
+    outside = _graphs_tuple(**two, receivers=np.array([1, 9]))
+    with pytest.raises(pg.InvalidDatasetError, match="must lie in 0..3, got 9"):
+        pg.from_jraph(outside, np.array([0, 1, 0, 1]), [0], [1], [2, 3])
+
+
 def test_features_with_fewer_rows_than_labels_name_both_counts():
     """Features with fewer rows than labels name both counts, not "labels must be integers of shape
     (8,)", as if the labels were wrong."""
