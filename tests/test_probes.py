@@ -87,3 +87,14 @@ def test_the_table_classifies_a_traceback_and_a_success_as_failures():
     assert probes.classify(crash)[0] == "TRACEBACK"
     assert probes.classify(fine)[0] == "EXIT 0 (wrong)"
     assert probes.classify(clear)[0] == "clear error"
+
+
+def test_the_table_refuses_an_only_that_names_no_probe(tmp_path, capsys):
+    """`--only` that matches no probe's name is a typo, not an empty table (found by an
+    independent tester): one error line, exit 2, nothing written."""
+    import probe_bad_inputs
+
+    argv = ["--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), "--only", "zzzz_no_probe"]
+    assert probe_bad_inputs.main(argv) == 2
+    assert "error: --only zzzz_no_probe matches no probe" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "probes.md").exists()

@@ -21,6 +21,7 @@ import tempfile
 import probes  # tools/probes.py, beside this script
 
 from policy_gnn_jax.cli import exit_status, finish
+from policy_gnn_jax.config import ConfigError
 from policy_gnn_jax.runtime import locks, outputs
 
 
@@ -49,6 +50,12 @@ def run(args, failed: list) -> None:
         raise outputs.CheckpointError(
             f"--data-dir {args.data_dir} is not a folder: point it at the Planetoid folder (the "
             f"one holding ind.cora.*)."
+        )
+    names = [name for name, _ in probes.CLI_PROBES + probes.SCRIPT_PROBES + probes.API_PROBES]
+    if args.only and not any(part in name for name in names for part in args.only):
+        raise ConfigError(
+            f"--only {' '.join(args.only)} matches no probe's name: pass part of a name from "
+            f"tools/probes.py."
         )
     out = outputs.check_writable_dir(args.out)
     for name in ("probes.md", "probes.json"):
