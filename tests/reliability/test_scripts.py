@@ -89,12 +89,13 @@ def test_the_forms_benchmark_refuses_a_headroom_file_of_another_shape_first(tmp_
 
 
 def test_the_probe_tool_does_not_replace_an_earlier_table_unasked(tmp_path):
-    """`--only X` over a folder holding the full table does not replace it with one row."""
+    """`--only X` over a folder holding the full table does not replace it with one row (refused
+    before any probe runs)."""
     out = tmp_path / "probes"
     out.mkdir()
     (out / "probes.md").write_text("the full table\n")
     done = run_python("tools/probe_bad_inputs.py", "--data-dir", str(tmp_path), "--out", str(out),
-                   "--only", "nothing-matches-this")  # fmt: skip
+                   "--only", "figures with no runs")  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--overwrite" in lines[0], lines
