@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import sys
+import threading
 import time
 
 import jax
@@ -74,22 +74,13 @@ def connect(
         _check_process_numbers(coordinator, num_processes, process_id)
         if num_processes == 1:
             return  # one process: nothing to coordinate
-        if process_id != 0:
-            _wait_for_coordinator(coordinator, timeout_s)
     # Without it, JAX aborts every other process (a C++ stack trace, status 134) when one
     # stops; with it they go on, and `processes.gather` says which process stopped.
     jax.config.update("jax_enable_recoverability", True)
     # JAX's preemption notice takes SIGTERM for itself, and the command must still stop on it.
     jax.config.update("jax_enable_preemption_service", False)
     try:
-        jax.distributed.initialize(
-            coordinator,
-            num_processes,
-            process_id,
-            # whole seconds, and a C int: at least 1, at most about 68 years
-            initialization_timeout=max(1, min(math.ceil(timeout_s), 2**31 - 1)),
-            heartbeat_timeout_seconds=HEARTBEAT_S,
-        )
+        _initialize(coordinator, num_processes, process_id, timeout_s)
     except (RuntimeError, ValueError) as err:
         detail = " ".join(str(err).split())[:300]
         if "Failed to start RPC server" in detail:  # process 0 could not listen on the port
@@ -105,27 +96,40 @@ def connect(
         ) from None
 
 
-def _wait_for_coordinator(coordinator: str, timeout_s: float) -> None:
-    """Waits until process 0's port answers. JAX's own wait for it cannot be interrupted and
-    ends in an abort (a C++ stack trace, status 134); this one is a loop of short connection
-    attempts, so a signal stops it and a missing process 0 is one error line."""
-    host, _, port = coordinator.rpartition(":")
-    start, told = time.monotonic(), False
-    while True:
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=2):
-                return
-        except OSError as err:
-            if time.monotonic() >= start + timeout_s:
-                raise ProcessError(
-                    f"no process 0 answered at {coordinator} in {timeout_s:g} s "
-                    f"({err.strerror or err}): start process 0 (--process-id 0) with the same "
-                    f"--coordinator, or check the address."
-                ) from None
-        if not told and time.monotonic() > start + 5:
-            print(f"waiting for process 0 at {coordinator} ...", file=sys.stderr, flush=True)
+_abandoned = False  # a join that did not complete (stopped, timed out, failed): never joined
+
+
+def _initialize(coordinator, num_processes, process_id, timeout_s: float) -> None:
+    """`jax.distributed.initialize` in a thread of its own, waited for here in short waits. JAX's
+    own wait for a process that never comes cannot be interrupted and ends in an abort (a C++
+    stack trace, status 134); here a signal stops it, and after `timeout_s` it is a RuntimeError
+    (`connect` says it in one line). JAX is given a minute longer, so that this wait ends first."""
+    global _abandoned
+    failed = []
+
+    def join():
+        try:  # whole seconds, and a C int: at least 1, at most about 68 years
+            timeout = max(1, min(math.ceil(timeout_s) + 60, 2**31 - 1))
+            jax.distributed.initialize(coordinator, num_processes, process_id,
+                                       initialization_timeout=timeout,
+                                       heartbeat_timeout_seconds=HEARTBEAT_S)  # fmt: skip
+        except Exception as err:  # JAX's own types: raised again in the calling thread
+            failed.append(err)
+
+    thread = threading.Thread(target=join, daemon=True)
+    start, told, _abandoned = time.monotonic(), False, True
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)
+        waited = time.monotonic() - start
+        if thread.is_alive() and waited >= timeout_s:
+            raise RuntimeError(f"not every process joined in {timeout_s:g} s")
+        if not told and waited > 5:
+            print("waiting for the other processes to join ...", file=sys.stderr, flush=True)
             told = True
-        time.sleep(0.5)
+    if failed:
+        raise failed[0]
+    _abandoned = False  # joined: only now do the others hear from this process
 
 
 def _check_process_numbers(coordinator: str, num_processes, process_id) -> None:
@@ -198,7 +202,7 @@ def _joined() -> bool:
     """Whether this process joined others (asked without starting a backend)."""
     from jax._src import distributed
 
-    return distributed.global_state.client is not None
+    return distributed.global_state.client is not None and not _abandoned
 
 
 def _client():
