@@ -20,7 +20,6 @@ import numpy as np
 
 from policy_gnn_jax.config import ConfigError
 from policy_gnn_jax.runtime import cluster
-from policy_gnn_jax.runtime.cluster import ProcessError
 
 
 def seed_block(num_seeds: int) -> tuple[int, int]:
@@ -95,7 +94,7 @@ def gather(tree, run=lambda: ""):
     if other is None:
         other = next((p for p, s in enumerate(shapes) if s != shapes[0]), None)
     if other is not None:
-        raise ProcessError(
+        raise cluster.ProcessError(
             f"process {other} ran another run than process 0 (other data, config, method or "
             f"seeds): start every process with the same command, apart from --process-id."
         )
@@ -118,5 +117,7 @@ def _from_bytes(blob: bytes) -> list[np.ndarray]:
 
 def _host(leaf) -> np.ndarray:
     if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        raise ProcessError("typed PRNG keys cannot be gathered: pass jax.random.key_data(...).")
+        raise cluster.ProcessError(
+            "typed PRNG keys cannot be gathered: pass jax.random.key_data(...)."
+        )
     return np.asarray(leaf)
