@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from policy_gnn_jax import cli, data, fixed_depth, graph
+from policy_gnn_jax import backbones, cli, data, fixed_depth, graph
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.agents import build, dqn, qnet
 from policy_gnn_jax.backbones import gcn
@@ -78,20 +78,20 @@ def step_time(cfg, g, hops, agent, seeds: int, repeats: int, mode: str = "vmap")
 
 def kernel_floor(cfg, g, key, repeats: int, sparse_states: bool) -> dict:
     """Seconds of the three kernels one MDP step cannot avoid, each jitted alone."""
-    model = gcn.make_gcn(cfg, g, cfg.max_depth, cfg.min_depth)
-    params = model.init(key, g, train=False)
+    backbone = backbones.gcn_backbone(cfg, g, cfg.max_depth, cfg.min_depth)
+    params = backbone.init(key, g)
     nodes = g.train_index[: cfg.buffer_size]
     labels = g.labels[nodes]
 
     def gcn_grad(p, k):
         def loss(p):
-            logits = model.apply(p, g, train=True, rngs={"dropout": k})[0, nodes]
+            logits = backbone.logits(p, g, k)[0, nodes]
             return jnp.mean(gcn.cross_entropy(logits, labels))
 
         return jax.grad(loss)(p)
 
     def eval_forward(p):
-        return model.apply(p, g, train=False)[:, g.val_index]
+        return backbone.logits(p, g, None)[:, g.val_index]
 
     q_model = qnet.QNetwork(cfg.q_hidden, cfg.num_actions)
     q_params = q_model.init(key, jnp.zeros((1, g.num_features)))

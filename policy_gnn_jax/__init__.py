@@ -36,7 +36,7 @@ _EXPORTS = {
     "Backbone": ("policy_gnn_jax.backbones", "Backbone"),
     "flax_backbone": ("policy_gnn_jax.backbones", "flax_backbone"),
     "make_backbone": ("policy_gnn_jax.backbones", "make_backbone"),
-    "gcn_backbone": ("policy_gnn_jax.backbones.gcn", "gcn_backbone"),
+    "gcn_backbone": ("policy_gnn_jax.backbones", "gcn_backbone"),
     "Config": ("policy_gnn_jax.config", "Config"),
     "ConfigError": ("policy_gnn_jax.config", "ConfigError"),
     "DataError": ("policy_gnn_jax.data", "DataError"),

@@ -8,7 +8,6 @@ describes."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import pathlib
 import pickle
@@ -164,7 +163,11 @@ class Fit:
         """jit(vmap over seeds) of the backbone's logits at given depths, built once per Fit."""
         if "logits" not in self._cache:
             backbone = self.custom_backbone or self._method().backbone(self.config, self._graph())
-            predict = functools.partial(backbone_lib.predict_logits, backbone)
+
+            def predict(params, g, nodes, depths):  # evaluation mode
+                logits = backbone.logits(params, g, None)[:, nodes]
+                return backbone_lib.depth_logits(backbone, logits, depths)
+
             self._cache["logits"] = self._jit(jax.vmap(predict, in_axes=(0, None, None, 0)))
         return self._cache["logits"]
 

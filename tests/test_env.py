@@ -98,12 +98,11 @@ def test_the_cached_validation_logits_are_those_of_the_current_parameters(
     fails here), and the steps must include both kinds."""
     import jax
 
-    from policy_gnn_jax import config
-    from policy_gnn_jax.backbones import gcn
+    from policy_gnn_jax import backbones, config
 
     cfg = config.Config.tiny(buffer_size=64)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    ctx = env.make_context(cfg, small_graph, gcn.gcn_backbone(cfg, small_graph))
+    ctx = env.make_context(cfg, small_graph, backbones.gcn_backbone(cfg, small_graph))
     data = env.mdp_data(small_graph, hops)
     state = env.init(ctx, data, key)
     step = jax.jit(lambda data, k, s, a, d: env.step(ctx, data, k, s, a, d))

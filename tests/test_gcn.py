@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from policy_gnn_jax import graph
+from policy_gnn_jax import backbones, graph
 from policy_gnn_jax.backbones import gcn, readout
 
 
@@ -140,7 +140,7 @@ def test_weight_decay_only_on_first_layer():
     params = {
         "params": {"w_1": jnp.ones((2, 2)), "w_2": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}
     }
-    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
+    tx = backbones.make_optimizer(lr=0.1, weight_decay=0.5)
     zero_grads = jax.tree.map(jnp.zeros_like, params)
     updates, _ = tx.update(zero_grads, tx.init(params), params)
     assert np.all(np.asarray(updates["params"]["w_1"]) < 0)  # decay pulls w_1 towards 0
@@ -235,7 +235,7 @@ def test_paper_gcn_dropout_only_in_training(small_graph, key):
 def test_weight_decay_covers_depth_one_weights():
     """W_0 (depth 1) reads the features as W_1 does: both get the first layer's L2."""
     params = {"params": {"w_0": jnp.ones((2, 2)), "w_out": jnp.ones((2, 1))}}
-    tx = gcn.make_optimizer(lr=0.1, weight_decay=0.5)
+    tx = backbones.make_optimizer(lr=0.1, weight_decay=0.5)
     updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
     assert np.all(np.asarray(updates["params"]["w_0"]) < 0)
     np.testing.assert_array_equal(updates["params"]["w_out"], 0.0)

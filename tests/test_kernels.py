@@ -12,8 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import policy_gnn_jax as pg
-from policy_gnn_jax import graph
-from policy_gnn_jax.backbones import gcn
+from policy_gnn_jax import backbones, graph
 from policy_gnn_jax.graph import gather_matmul
 from policy_gnn_jax.mdp import action_buffers, env, policy_gnn
 from policy_gnn_jax.runtime import runner, seed_axis
@@ -43,7 +42,7 @@ def test_gcn_logits_and_gradients_match(both_kernels, key):
     _, g_s, g_g = both_kernels
     assert g_g.deterministic and not g_s.deterministic
     cfg = pg.Config.tiny(max_depth=4)
-    b_s, b_g = gcn.gcn_backbone(cfg, g_s), gcn.gcn_backbone(cfg, g_g)
+    b_s, b_g = backbones.gcn_backbone(cfg, g_s), backbones.gcn_backbone(cfg, g_g)
     params = b_s.init(key, g_s)
     np.testing.assert_allclose(b_g.logits(params, g_g, None), b_s.logits(params, g_s, None),
                                rtol=1e-4, atol=1e-5)  # fmt: skip
@@ -59,8 +58,8 @@ def test_buffer_loss_by_counts_equals_per_entry(both_kernels, key):
     ds, g_s, g_g = both_kernels
     cfg = pg.Config.tiny(buffer_size=4)
     hops = graph.train_hop_distances(ds, cfg.max_depth)
-    ctx_s = env.make_context(cfg, g_s, gcn.gcn_backbone(cfg, g_s))
-    ctx_g = env.make_context(cfg, g_g, gcn.gcn_backbone(cfg, g_g))
+    ctx_s = env.make_context(cfg, g_s, backbones.gcn_backbone(cfg, g_s))
+    ctx_g = env.make_context(cfg, g_g, backbones.gcn_backbone(cfg, g_g))
     data_s, data_g = env.mdp_data(g_s, hops), env.mdp_data(g_g, hops)
     # Buffers with repeated nodes (the case the counts exist for), two of them full.
     buffers = action_buffers.init(cfg.num_actions, 12)

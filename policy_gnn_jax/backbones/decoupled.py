@@ -33,7 +33,6 @@ import jax.numpy as jnp
 import jraph
 
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import gcn as backbone_lib
 
 
 def propagate_depths(g: graph_lib.Graph, z0: jax.Array, alpha: float, min_depth: int, max_depth):
@@ -86,19 +85,9 @@ class DecoupledGCN(nn.Module):
         return z + (h @ w_e + b_e)[None]
 
 
-def decoupled_backbone(
-    config, g: graph_lib.Graph, max_depth: int | None = None, min_depth: int = 0
-) -> backbone_lib.Backbone:
-    """The decoupled backbone a config describes (hidden, dropouts, teleport, Adam + L2 on W_1).
-
-    Args:
-      config: a `Config` (hidden, dropout, input_dropout, teleport, gcn_lr, weight_decay).
-      g: the device graph.
-      max_depth: K (default `config.max_depth`).
-      min_depth: the lowest depth returned (0 is the MLP alone).
-    """
-    max_depth = config.max_depth if max_depth is None else max_depth
-    model = DecoupledGCN(
+def make_decoupled(config, g: graph_lib.Graph, min_depth: int, max_depth: int) -> DecoupledGCN:
+    """The DecoupledGCN a config describes (hidden, dropouts, teleport, the two options)."""
+    return DecoupledGCN(
         hidden=config.hidden,
         num_classes=g.num_classes,
         max_depth=max_depth,
@@ -109,5 +98,3 @@ def decoupled_backbone(
         ego_head=config.ego_head,
         layer_norm=config.layer_norm,
     )
-    optimizer = backbone_lib.make_optimizer(config.gcn_lr, config.weight_decay)
-    return backbone_lib.flax_backbone(model, optimizer, min_depth, max_depth)

@@ -89,11 +89,6 @@ def flax_backbone(model, optimizer, min_depth: int, max_depth: int) -> Backbone:
     )
 
 
-def predict_logits(backbone: Backbone, params, g, nodes: jax.Array, depths: jax.Array):
-    """Logits [M, C] of `nodes` [M] of `g` at their `depths` [M] (evaluation mode)."""
-    return depth_logits(backbone, backbone.logits(params, g, None)[:, nodes], depths)
-
-
 def select_depth(logits_all: jax.Array, depth: jax.Array, min_depth: int = 1) -> jax.Array:
     """Picks each node's logits at its own depth.
 
@@ -111,29 +106,6 @@ def select_depth(logits_all: jax.Array, depth: jax.Array, min_depth: int = 1) ->
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Per-example softmax cross-entropy, [M, C] x [M] -> [M]."""
     return optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
-
-
-# The weights that read the features: W_1 of every GCN, and W_0 (depth 1) of the paper structure.
-FIRST_LAYER = ("w_1", "w_0")
-
-
-def make_optimizer(lr: float, weight_decay: float) -> optax.GradientTransformation:
-    """Adam with coupled L2 on the first layer's weights (Kipf & Welling's choice).
-
-    The decay is added to the gradient before Adam, as torch's Adam `weight_decay`. Decaying only
-    the weights that read the features (`FIRST_LAYER`) measured better than decaying every
-    weight on Cora and CiteSeer validation (docs/algorithm.md section 12).
-    """
-
-    def first_layer_only(params):
-        return jax.tree_util.tree_map_with_path(
-            lambda path, _: any(getattr(k, "key", None) in FIRST_LAYER for k in path), params
-        )
-
-    return optax.chain(
-        optax.add_decayed_weights(weight_decay, mask=first_layer_only), optax.adam(lr)
-    )
-
 
 
 class SharedGCN(nn.Module):
@@ -195,33 +167,3 @@ class SharedGCN(nn.Module):
                 if goes_on:
                     h = nn.relu(z[:, :h_size])
         return jnp.stack(logits)
-
-
-def make_gcn(config, g: graph_lib.Graph, max_depth: int, min_depth: int = 1) -> SharedGCN:
-    """The paper-structure SharedGCN a config describes, for depths `min_depth..max_depth`."""
-    return SharedGCN(
-        hidden=config.hidden,
-        num_classes=g.num_classes,
-        max_depth=max_depth,
-        min_depth=min_depth,
-        dropout=config.dropout,
-        input_dropout=config.input_dropout,
-    )
-
-
-def gcn_backbone(
-    config, g: graph_lib.Graph, max_depth: int | None = None, min_depth: int = 1
-) -> Backbone:
-    """The paper's shared GCN a config describes (hidden size, dropouts, Adam + first-layer L2).
-
-    Args:
-      config: a `Config` (hidden, dropout, input_dropout, gcn_lr, weight_decay, max_depth).
-      g: the device graph.
-      max_depth: K (default `config.max_depth`; the fixed-depth baseline uses `config.depth`).
-      min_depth: the lowest depth computed: the loop passes `config.min_depth` and the
-        fixed-depth baseline its one depth, so no unused layer costs time.
-    """
-    max_depth = max_depth or config.max_depth
-    model = make_gcn(config, g, max_depth=max_depth, min_depth=min_depth)
-    optimizer = make_optimizer(config.gcn_lr, config.weight_decay)
-    return flax_backbone(model, optimizer, min_depth, max_depth)

@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import jraph
 
 from policy_gnn_jax import graph as graph_lib
-from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph.graph import dropped_feature_matmul, propagate
 
 
@@ -61,12 +60,3 @@ def make_readout_gcn(config, g: graph_lib.Graph, max_depth: int) -> ReadoutGCN:
         dropout=config.dropout,
         input_dropout=config.input_dropout,
     )
-
-
-def gcn_readout_backbone(
-    config, g: graph_lib.Graph, max_depth: int | None = None
-) -> backbone_lib.Backbone:
-    """The legacy readout GCN a config describes: depths 1..max_depth."""
-    model = make_readout_gcn(config, g, max_depth=max_depth or config.max_depth)
-    optimizer = backbone_lib.make_optimizer(config.gcn_lr, config.weight_decay)
-    return backbone_lib.flax_backbone(model, optimizer, 1, model.max_depth)
