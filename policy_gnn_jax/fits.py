@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import pickle
 from typing import Any
 
 import jax
@@ -121,17 +120,8 @@ class Fit:
         return self
 
     def __reduce__(self):
-        # Copies (pickle, copy.deepcopy) are made again through the constructor, read-only, and
-        # without compiled functions. Your own backbone or agent is code: it must pickle.
-        for part in ("backbone", "agent"):
-            held = getattr(self, f"custom_{part}")
-            try:
-                pickle.dumps(held)
-            except Exception as err:  # whatever the user's code raises
-                raise pickle.PicklingError(
-                    f"this fit holds your own {part}, which cannot be pickled ({err}): save the "
-                    f"fit (fit.save) and load it with the {part} (load(..., {part}=...))."
-                ) from None
+        # A pickled fit is made again through the constructor, read-only, and without compiled
+        # functions. Your own backbone or agent is code: pickle's own error says if it cannot.
         fields = ("record_text", "config", "method", "dataset", "params", "policy", "eval_keys",
                   "custom_backbone", "custom_agent")  # fmt: skip
         return Fit, tuple(getattr(self, name) for name in fields)

@@ -58,7 +58,6 @@ def fit_splits(
             ds, config, seeds, progress, 1, devices, seed_mode, seed
         )
     entry = methods.get(method)
-    entry.check_parts(None, None, config)
     prepared = entry.run_config(config)
     keys = seed_axis.seed_keys(seed, seeds)
     graphs = [entry.graph(prepared, ds) for ds in datasets]
@@ -86,7 +85,7 @@ def fit_splits(
         keys,
         desc=f"{entry.describe(prepared)} on {len(datasets)} splits of {datasets[0].name}",
         progress=progress,
-        hints=entry.divergence_hints(prepared, datasets[0]),
+        hints=entry.hints(prepared),
         devices=devices,
         seed_mode=seed_mode,
         compiler_options=options,

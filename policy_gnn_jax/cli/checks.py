@@ -5,7 +5,6 @@ flags and `--set` fields the run would not read (`warn_unused_flags`: a warning 
 from __future__ import annotations
 
 import math
-import pathlib
 import sys
 
 from policy_gnn_jax import config as config_lib
@@ -54,13 +53,6 @@ def _check_paths(args) -> None:
             raise config_lib.ConfigError(
                 f"--dataset {args.dataset} is {graph}, which would be replaced by the run's own "
                 f"{graph.name}: keep the graph outside {out}, or choose another --out."
-            )
-    if args.out and pathlib.Path(args.out).is_dir():
-        steps = [p for p in pathlib.Path(args.out).iterdir() if outputs.is_checkpoint_step(p)]
-        if steps:
-            raise config_lib.ConfigError(
-                f"--out {args.out} is a checkpoint folder (it holds {steps[0].name}/): pass it "
-                f"as --checkpoint-dir to resume, and choose another --out."
             )
 
 

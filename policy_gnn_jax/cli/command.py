@@ -57,16 +57,6 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    if isinstance(argv, str | bytes):  # argparse would read it letter by letter
-        print(f"error: argv must be a list of arguments, got the string {argv!r}: use "
-              f"{argv.split()!r}.", file=sys.stderr)  # fmt: skip
-        return 2
-    wrong = [a for a in argv or () if not isinstance(a, str)]
-    if wrong:
-        print(f"error: argv must hold strings only, got {wrong[0]!r} "
-              f"({type(wrong[0]).__name__}): pass each argument as text (str).",
-              file=sys.stderr)  # fmt: skip
-        return 2
     args = build_parser().parse_args(argv)
     out, made_out, before = None, False, None
     try:
@@ -102,6 +92,7 @@ def _main(argv) -> int:
                 fitted = _fitter(args, config)(_load(args))
                 fitted.save(out, overwrite=args.overwrite)
                 result = fitted.record
+        _report(result, out)  # a stop here: `interrupted_line` sees the result saved
     except INPUT_ERRORS as err:
         return _fail(str(err), out if made_out else None, 2)
     except MemoryError:
@@ -113,12 +104,6 @@ def _main(argv) -> int:
     except KeyboardInterrupt as stop:
         code = stopped_status(stop)
         return _fail(interrupted_line(args, out, before), out if made_out else None, code)
-    try:
-        _report(result, out)
-    except KeyboardInterrupt as stop:  # the result is saved already: say so, in one line
-        print(f"error: interrupted after the result was saved in {out}; it is complete.",
-              file=sys.stderr)  # fmt: skip
-        return stopped_status(stop)
     return 0
 
 

@@ -3,7 +3,6 @@ reads, is one clear error or warning up front."""
 
 import dataclasses
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -89,13 +88,6 @@ def test_a_hidden_flag_the_method_never_reads_is_warned_about(capsys):
     assert "--q-lr is not used by --method random" in err
 
 
-def test_a_command_line_of_non_strings_is_one_error(capsys):
-    """Bytes, paths or ints in `main`'s argv are one error line, not a TypeError traceback from
-    argparse."""
-    for argv in ([b"--dataset"], ["--seeds", 3], ["--out", pathlib.Path("x")]):
-        assert cli.main(argv) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("error: argv must hold strings only") and err.count("\n") == 1
 
 
 def test_a_set_replacing_either_end_of_depths_is_said(capsys):
