@@ -56,14 +56,12 @@ def connect(
     coordinator: str | None = None,
     num_processes: int | None = None,
     process_id: int | None = None,
-    timeout_s: float | None = None,
 ) -> None:
     """Starts JAX's distributed runtime: with the three arguments, as given (`HOST:PORT` of
     process 0, how many processes, this one's id); with none, from the cluster's environment.
-    Must run before JAX starts its backend. `timeout_s`: how long to wait for the others
-    (default: $POLICY_GNN_CONNECT_TIMEOUT_S, else 300 s)."""
-    if timeout_s is None:
-        timeout_s = _seconds_from_env(CONNECT_TIMEOUT_ENV, _DEFAULT_CONNECT_TIMEOUT_S)
+    Must run before JAX starts its backend. It waits $POLICY_GNN_CONNECT_TIMEOUT_S (else 300 s)
+    for the others."""
+    timeout_s = _seconds_from_env(CONNECT_TIMEOUT_ENV, _DEFAULT_CONNECT_TIMEOUT_S)
     given = [coordinator, num_processes, process_id]
     if any(v is not None for v in given) and any(v is None for v in given):
         raise ConfigError(
@@ -206,12 +204,10 @@ def _joined() -> bool:
 
 
 def _client():
-    from jax._src import distributed  # the one handle on the coordination service's store
+    """The coordination service's store (set by `connect`; asked only over several processes)."""
+    from jax._src import distributed  # the one handle on it
 
-    client = distributed.global_state.client
-    if client is None:
-        raise ProcessError("several processes but no distributed client: call connect() first.")
-    return client
+    return distributed.global_state.client
 
 
 def publish(key: str, blob: bytes) -> None:

@@ -136,11 +136,6 @@ class Program:
     hold its own copy."""
 
     def __init__(self, fn, *, options=None, precision="highest", donate=()):
-        if jax.config.jax_disable_jit:  # the programs are compiled ahead of time: they need jit
-            raise ConfigError(
-                "JAX_DISABLE_JIT (or jax.config.update('jax_disable_jit', True)) is on, and "
-                "every run is compiled ahead of time: turn it off for this process."
-            )
         self._traced = with_matmul_precision(fn, precision)
         self._jitted = jax.jit(self._traced, compiler_options=options, donate_argnums=donate)
 

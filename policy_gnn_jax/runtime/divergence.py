@@ -3,7 +3,6 @@ happened and the fix, and JAX's own stop at a NaN (JAX_DEBUG_NANS) said the same
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 # Which network a metric watches, for the divergence message.
@@ -45,18 +44,3 @@ def find_divergence(metrics: dict, offset: int, unit: str, hints: dict) -> str |
     source = "agent" if name in hints.get("agent_metrics", ()) else _SOURCE.get(name, "backbone")
     fix = hints.get(source, "lower the learning rates")
     return f"training diverged in {unit} {offset + t + 1} (seed index {seed}): {what}. {fix}."
-
-
-def raise_if_debug_nans_stop(
-    err: Exception, done: int, length: int, unit: str, hints: dict
-) -> None:
-    """JAX_DEBUG_NANS (jax_debug_nans) stops a program at its first NaN with JAX's own error: a
-    diverged run, said as one (the fix, where it happened), not as a traceback from JAX."""
-    debugging = jax.config.jax_debug_nans or jax.config.jax_debug_infs
-    if debugging and type(err).__name__ in ("InternalFloatingPointError", "FloatingPointError"):
-        fix = hints.get("backbone", "Lower the learning rates").rstrip(".")
-        raise DivergenceError(
-            f"JAX_DEBUG_NANS stopped the run at its first NaN/inf, in {unit}s {done + 1}-"
-            f"{done + length}: the training diverged. {fix}, or unset JAX_DEBUG_NANS for the "
-            f"run's own account of where."
-        ) from None

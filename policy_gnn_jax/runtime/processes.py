@@ -72,7 +72,7 @@ def check_checkpoint_layout(directory) -> None:
 _GATHERS = itertools.count()
 
 
-def gather(tree, run=lambda: ""):
+def gather(tree, run):
     """`tree` (arrays with a leading seed axis, the same structure in every process) of every
     process, joined along that axis in process order; every process gets the whole. One
     process: `tree` as it is. Every process must call it the same number of times.
@@ -90,9 +90,6 @@ def gather(tree, run=lambda: ""):
     cluster.barrier(f"{tag}/read")  # no process leaves while another may still read its part
     runs = [bytes(part[0]).decode() for part in parts]
     other = next((p for p, r in enumerate(runs) if r != runs[0]), None)
-    shapes = [[x.shape[1:] for x in part[1:]] for part in parts]
-    if other is None:
-        other = next((p for p, s in enumerate(shapes) if s != shapes[0]), None)
     if other is not None:
         raise cluster.ProcessError(
             f"process {other} ran another run than process 0 (other data, config, method or "
@@ -106,18 +103,10 @@ def gather(tree, run=lambda: ""):
 
 def _to_bytes(leaves: list) -> bytes:
     buffer = io.BytesIO()
-    np.savez(buffer, *[_host(leaf) for leaf in leaves])
+    np.savez(buffer, *[np.asarray(leaf) for leaf in leaves])
     return buffer.getvalue()
 
 
 def _from_bytes(blob: bytes) -> list[np.ndarray]:
     with np.load(io.BytesIO(blob), allow_pickle=False) as stored:
         return [stored[f"arr_{i}"] for i in range(len(stored.files))]
-
-
-def _host(leaf) -> np.ndarray:
-    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        raise cluster.ProcessError(
-            "typed PRNG keys cannot be gathered: pass jax.random.key_data(...)."
-        )
-    return np.asarray(leaf)

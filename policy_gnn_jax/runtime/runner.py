@@ -22,7 +22,6 @@ from policy_gnn_jax.runtime import compilation
 from policy_gnn_jax.runtime.divergence import (  # noqa: F401 (DivergenceError: re-exported)
     DivergenceError,
     find_divergence,
-    raise_if_debug_nans_stop,
 )
 from policy_gnn_jax.runtime.memory import (
     ResourceError,
@@ -108,11 +107,7 @@ def run_trainer(
     try:
         for index in range(start, len(lengths)):
             raise_if_stopped()
-            try:
-                state, metrics = run_chunk[lengths[index]](data, state)
-            except Exception as err:
-                raise_if_debug_nans_stop(err, done, lengths[index], trainer.unit, hints or {})
-                raise
+            state, metrics = run_chunk[lengths[index]](data, state)
             metrics = jax.tree.map(np.asarray, metrics)
             message = find_divergence(metrics, done, trainer.unit, hints or {})
             if message:
@@ -154,23 +149,29 @@ def _programs_that_fit(trainer, keys, lengths, devices, mode, options, precision
 def _start(trainer, checkpoint, programs, main_length: int, sharding):
     """(next chunk index, units done, state or None, metrics so far): from `checkpoint` if it
     holds this run, else from the beginning."""
-    if checkpoint is not None:
-        restored = _restore(
-            checkpoint,
-            programs["chunks"][main_length],
-            trainer.data,
-            programs["state_like"],
-            sharding,
+    if checkpoint is None:
+        return 0, 0, None, []
+    state_like = programs["state_like"]
+    chunk_metrics = programs["chunks"][main_length].eval_shape(trainer.data, state_like)[1]
+
+    def metrics_like(units):
+        return jax.tree.map(
+            lambda m: jax.ShapeDtypeStruct((m.shape[0], units, *m.shape[2:]), m.dtype),
+            chunk_metrics,
         )
-        if restored is not None:
-            start, done, state, metrics_so_far = restored
-            print(
-                f"resuming from {checkpoint.directory}: {done} of {trainer.total} "
-                f"{trainer.unit}s already done",
-                flush=True,
-            )
-            return start, done, state, [metrics_so_far]
-    return 0, 0, None, []
+
+    restored = checkpoint.restore(state_like, metrics_like)
+    if restored is None:
+        return 0, 0, None, []
+    start, done, state, metrics_so_far = restored
+    if sharding is not None:
+        state = jax.device_put(state, sharding)
+    print(
+        f"resuming from {checkpoint.directory}: {done} of {trainer.total} {trainer.unit}s "
+        f"already done",
+        flush=True,
+    )
+    return start, done, state, [metrics_so_far]
 
 
 def build_programs(
@@ -208,23 +209,6 @@ def build_programs(
         "state_like": state_like,
         "resident_bytes": sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(data)),
     }
-
-
-def _restore(checkpoint: checkpoint_lib.Checkpointer, main_chunk, data, state_like, sharding):
-    """(next chunk index, units done, state, metrics so far) from `checkpoint`, or None."""
-    chunk_metrics = main_chunk.eval_shape(data, state_like)[1]
-
-    def metrics_like(units):
-        return jax.tree.map(
-            lambda m: jax.ShapeDtypeStruct((m.shape[0], units, *m.shape[2:]), m.dtype),
-            chunk_metrics,
-        )
-
-    restored = checkpoint.restore(state_like, metrics_like)
-    if restored is not None and sharding is not None:
-        start, done, state, metrics = restored
-        restored = start, done, jax.device_put(state, sharding), metrics
-    return restored
 
 
 def _concat(chunks: list) -> dict:

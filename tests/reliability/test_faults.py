@@ -7,8 +7,6 @@ import sys
 
 import pytest
 
-import policy_gnn_jax as pg
-
 
 class _ClosedPipe(io.StringIO):
     def write(self, text):
@@ -48,15 +46,6 @@ except pg.CheckpointError as err:
 """
 
 
-@pytest.fixture
-def debug_nans():
-    import jax
-
-    jax.config.update("jax_debug_nans", True)
-    yield
-    jax.config.update("jax_debug_nans", False)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE")
 def test_a_full_disk_is_one_of_the_librarys_errors_naming_the_file(tmp_path):
     """A full disk is one of the library's errors naming the file, not a bare `OSError: [Errno 27]
@@ -83,12 +72,3 @@ def test_a_checkpoint_on_a_full_disk_is_one_checkpoint_error(tmp_path):
     line = done.stdout.strip().splitlines()[-1]
     assert line.startswith(f"CheckpointError cannot write the checkpoint in {tmp_path / 'ck'}")
     assert "File too large" in line
-
-
-def test_a_divergence_under_jax_debug_nans_is_the_divergence_error(debug_nans):
-    """Under JAX_DEBUG_NANS=1 a divergence is still the one-line divergence error, not JAX's
-    traceback."""
-    ds = pg.data.make_csbm(num_nodes=300, num_val=50, num_test=100)
-    cfg = pg.Config.tiny(gcn_lr=1e30, epochs=3)
-    with pytest.raises(pg.DivergenceError, match="JAX_DEBUG_NANS stopped the run at its first"):
-        pg.fit(ds, cfg, method="gcn", seeds=1, progress=False)

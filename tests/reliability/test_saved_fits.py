@@ -2,14 +2,12 @@
 mismatched or older file and the fix."""
 
 import json
-import os
 import pathlib
 
 import numpy as np
 import pytest
 from conftest import need
 from reliability_helpers import (
-    TWO_EPISODE_CONFIG,
     path_graph_arrays,
     texas_split_with_boundary,
     toy_fits,
@@ -107,8 +105,6 @@ def test_a_manifest_that_lists_less_is_refused(one_seed_fits, tmp_path, files):
     "change",
     [
         lambda m: m.update(num_leaves="3"),
-        lambda m: m.update(num_leaves=m["num_leaves"] + 1),  # was blamed on snapshots.npz
-        lambda m: m.update(num_leaves=m["num_leaves"] - 1),
         lambda m: m.pop("dataset_fingerprint"),
         lambda m: m.update(config=5),
         lambda m: m.update(custom="backbone"),
@@ -143,18 +139,8 @@ def test_a_fit_json_of_a_format_written_as_text_names_the_format(one_seed_fits, 
     one_seed_fits[1][0].save(tmp_path / "f")
     meta = json.loads((tmp_path / "f" / "fit.json").read_text())
     (tmp_path / "f" / "fit.json").write_text(json.dumps({**meta, "format": str(meta["format"])}))
-    with pytest.raises(pg.CheckpointError, match=r"unknown format '\d+' \(this version writes"):
+    with pytest.raises(pg.CheckpointError, match=r"by another version \(format '\d+'\)"):
         pg.load(tmp_path / "f")
-
-
-def test_a_saved_fit_file_that_is_a_device_is_refused(path_graph, tmp_path):
-    """A snapshots.npz linked to /dev/zero is refused, not read until the process is killed."""
-    fit = pg.fit(path_graph, TWO_EPISODE_CONFIG, method="gcn", seeds=1, progress=False)
-    fit.save(tmp_path / "fit")
-    os.remove(tmp_path / "fit" / "snapshots.npz")
-    os.symlink("/dev/zero", tmp_path / "fit" / "snapshots.npz")
-    with pytest.raises(pg.CheckpointError, match="snapshots.npz is not a regular file"):
-        pg.load(tmp_path / "fit")
 
 
 def test_moving_the_boundary_between_two_parts_of_a_split_changes_the_fingerprint(tmp_path):
