@@ -127,7 +127,7 @@ def fit(
 def _hints(entry, config, ds: data.Dataset, backbone, agent_metrics) -> dict:
     """The divergence fix per network: your own part's optimizer where you passed one (the
     config's learning rates do not reach it)."""
-    hints = dict(entry.hints(config))
+    hints = entry.divergence_hints(config, ds)
     if backbone is not None:
         hints["backbone"] = "Lower the learning rate of your backbone's optimizer (its optimizer)"
     if agent_metrics is not None:

@@ -48,6 +48,11 @@ def learning_rate_hints(config) -> dict:
     }
 
 
+# Features beyond this overflow float32 products within a layer or two: a divergence is then
+# the data's scale, and lowering a learning rate would not help.
+LARGE_FEATURE = 1e6
+
+
 @dataclasses.dataclass(frozen=True)
 class Method:
     """One method `fit` can run.
@@ -98,6 +103,17 @@ class Method:
 
     def describe(self, config: config_lib.Config) -> str:
         return self.label(config) if self.label else self.name
+
+    def divergence_hints(self, config: config_lib.Config, ds: data.Dataset) -> dict:
+        """The divergence fix per network; a first fix of the data when its features are huge."""
+        hints = dict(self.hints(config))
+        largest = data.largest_feature(ds.features)  # a block of rows at a time when dense
+        if largest > LARGE_FEATURE:
+            hints["backbone"] = (
+                f"The features reach {largest:.3g}: rescale them first (e.g. divide by their "
+                f"largest value, or row-normalise). Else: {hints['backbone']}"
+            )
+        return hints
 
     def check_parts(self, backbone, agent, config: config_lib.Config) -> None:
         """Refuses custom parts of the wrong type, that this method cannot take, or (an agent)

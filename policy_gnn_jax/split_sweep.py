@@ -85,7 +85,7 @@ def fit_splits(
         keys,
         desc=f"{entry.describe(prepared)} on {len(datasets)} splits of {datasets[0].name}",
         progress=progress,
-        hints=entry.hints(prepared),
+        hints=entry.divergence_hints(prepared, datasets[0]),
         devices=devices,
         seed_mode=seed_mode,
         compiler_options=options,

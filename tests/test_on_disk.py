@@ -186,6 +186,7 @@ def test_non_finite_dense_features_are_found_in_any_block(csbm, monkeypatch):
     x[-1, -1] = np.inf
     with pytest.raises(data.InvalidDatasetError, match="NaN or inf"):
         dataclasses.replace(ds, features=x)
+    assert data.largest_feature(ds.features) == data.largest_feature(csbm.features)
 
 
 def test_a_dense_dataset_fingerprints_its_own_layout(csbm):

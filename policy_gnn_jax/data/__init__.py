@@ -12,6 +12,7 @@ from policy_gnn_jax.data.dense import (
     feature_nonzeros,
     features_array,
     is_dense_features,
+    largest_feature,
     row_normalise,
 )
 from policy_gnn_jax.data.edge_input import symmetric_edges
@@ -60,6 +61,7 @@ __all__ = [
     "is_array_folder",
     "from_jraph",
     "is_dense_features",
+    "largest_feature",
     "load_arrays",
     "load_dataset",
     "load_heterophily",

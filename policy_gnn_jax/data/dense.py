@@ -37,6 +37,15 @@ def all_finite(features) -> bool:
     return all(np.isfinite(features[a:b]).all() for a, b in row_blocks(features.shape[0], width))
 
 
+def largest_feature(features) -> float:
+    """The largest absolute feature value (0.0 for none), in either layout."""
+    if not is_dense_features(features):
+        values = features.data
+        return float(np.abs(values).max()) if values.size else 0.0
+    blocks = row_blocks(features.shape[0], features.shape[1])
+    return max((float(np.abs(features[a:b]).max(initial=0.0)) for a, b in blocks), default=0.0)
+
+
 def features_array(features) -> np.ndarray:
     """The features as a dense [N, F] float32 array: the dense layout as it is (no copy), a
     CSR matrix expanded."""

@@ -154,26 +154,13 @@ def check_split(split, count: int, filename: str) -> int:
     return int(split)
 
 
-def _split_masks(arrays: dict[str, np.ndarray], split, path: pathlib.Path):
-    """Split `split`'s three masks, after checking it exists and its parts are disjoint."""
-    split = check_split(split, arrays["train_masks"].shape[0], path.name)
-    masks = [arrays[f"{s}_masks"][split] for s in SPLITS]
-    train, val, test = masks
-    overlap = int(np.sum((train & val) | (train & test) | (val & test)))
-    if overlap:
-        raise DataError(
-            f"split {split} of {path} puts {overlap} nodes in more than one of train/val/test: "
-            f"make the masks of each split disjoint."
-        )
-    return masks
-
-
 def _to_dataset(name: str, arrays: dict, split: int, path: pathlib.Path) -> Dataset:
     labels = arrays["node_labels"]
     n = labels.shape[0]
     edges = arrays["edges"]
-    train, val, test = _split_masks(arrays, split, path)
-    try:
+    split = check_split(split, arrays["train_masks"].shape[0], path.name)
+    train, val, test = (arrays[f"{s}_masks"][split] for s in SPLITS)
+    try:  # the Dataset's checks refuse overlapping parts
         # The checks from_arrays runs on a user's arrays, on the file's values as stored.
         features = feature_input.as_features(arrays["node_features"])
         labels, classes = arrays_lib._as_labels(labels, n, None)

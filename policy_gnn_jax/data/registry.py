@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 import os
 import pathlib
-import warnings
 
 from policy_gnn_jax.data.dataset import DataError, Dataset, check_path_argument
 from policy_gnn_jax.data.generators import make_csbm, make_planted_depth
@@ -70,12 +69,6 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
     or generates `csbm` / `planted` (keyword arguments go to the generator). Raises DataError for
     an unknown name."""
     name = check_name(name)
-    if name.lower() in DATASET_NAMES and (pathlib.Path(name) / META_FILE).is_file():
-        warnings.warn(  # said once a process (this line), not silently passed over
-            f"a folder of arrays ./{name} is here, but {name!r} names the built-in dataset, "
-            f"which is the one used: pass ./{name} to use the folder.",
-            stacklevel=1,
-        )
     if data_dir is not None:
         check_path_argument(data_dir, "data_dir")
     if not isinstance(download, bool):  # "no" would read as true
@@ -90,18 +83,15 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
         raise DataError(
             f"{name} takes no {', '.join(unused)} (it takes: {', '.join(takes) or 'none'})."
         )
-    if name in ("csbm", "planted") and data_dir is not None:
+    own = {"generated": name in generators, "a file": is_npz_path(name),
+           "a folder of arrays": is_array_folder(name)}  # fmt: skip
+    if data_dir is not None and any(own.values()):  # made, or read from its own path
+        kind = next(k for k, v in own.items() if v)
         raise DataError(
-            f"{name} is generated, not read: it takes no data_dir (got {str(data_dir)!r})."
+            f"{name} is {kind}: it takes no data_dir (got {str(data_dir)!r}). Pass it alone, or "
+            f"a benchmark's name with data_dir."
         )
-    if is_npz_path(name) and data_dir is not None:  # it would be read from its own path
-        raise DataError(
-            f"{name} is a file: it takes no data_dir (got {str(data_dir)!r}). Pass the file's "
-            f"path alone, or a benchmark's name with data_dir."
-        )
-    if is_array_folder(name):
-        if data_dir is not None:
-            raise DataError(f"{name} is a folder of arrays: it takes no data_dir.")
+    if own["a folder of arrays"]:
         return load_arrays(name)
     if name == "csbm":
         return make_csbm(**kwargs)

@@ -234,17 +234,6 @@ def test_a_stray_uint8_label_is_named_with_the_classes_it_would_make():
             pg.from_arrays(x, edges, labels, tr, va, te, name="u8")
 
 
-def test_an_array_that_is_a_link_loop_is_named_as_such(tmp_path):
-    """A labels.npy that is a link to itself is named as a link loop, not "has no labels.npy: write
-    the folder again (overwrite=True)", advice that would replace the other arrays."""
-    folder = data.write_csbm(tmp_path / "g", num_nodes=300, num_val=50, num_test=100)
-    (folder / "labels.npy").unlink()
-    (folder / "labels.npy").symlink_to("labels.npy")
-    with pytest.raises(data.DataError, match="link") as err:
-        data.load_arrays(folder)
-    assert "overwrite=True" not in str(err.value)
-
-
 @pytest.mark.parametrize("big", [2**63 + 5, -(2**24) - 1, 2**53 + 1])
 def test_python_integers_that_float32_rounds_are_counted_in_a_list_too(big):
     """A list holding 2**63+5 beside a float is counted in the warning: numpy makes it float64, and
