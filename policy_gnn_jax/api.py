@@ -88,7 +88,8 @@ def fit(
     )
     entry = methods.get(method)
     entry.check_parts(backbone, agent, config)
-    config = _prepared(entry, config)
+    _warn_unread_switches(entry, config)
+    config = entry.run_config(config)  # as the method runs it
     low, high = processes.seed_block(seeds)  # all of them in one process
     keys = seed_axis.seed_keys(seed, seeds)[low:high]
     g = entry.graph(config, dataset)  # validates the dataset again: nothing unchecked reaches jit
@@ -136,12 +137,6 @@ def _hints(entry, config, ds: data.Dataset, backbone, agent_metrics) -> dict:
     return hints
 
 
-def _prepared(entry: methods.Method, config: config_lib.Config) -> config_lib.Config:
-    """The config as `entry` runs it, after saying what of it the method will not use."""
-    _warn_unread_switches(entry, config)
-    return entry.run_config(config)
-
-
 def _warn_unread_switches(entry: methods.Method, given: config_lib.Config) -> None:
     """A switch turned on that the method never reads, or that it turns off (`prepare`), is
     said: the run is not what the config asked for (the command line says the same of its
@@ -155,7 +150,7 @@ def _warn_unread_switches(entry: methods.Method, given: config_lib.Config) -> No
             warnings.warn(
                 f"Config.{field}=True is not used by method {entry.name!r}: the run goes on "
                 f"without it.",
-                stacklevel=3,
+                stacklevel=3,  # the caller of fit
             )
 
 
@@ -198,7 +193,8 @@ def _every_seed(trainer, entry, state, metrics, results, run: tuple):
     order: over several processes each has its own block of seeds, joined here if every process
     ran the same `run` (dataset, config, method, seeds, base seed: its fingerprint)."""
     selected = (*trainer.selected(state), _eval_keys(entry, state))
-    return processes.gather(_to_host((metrics, results, selected)), lambda: run_fingerprint(*run))
+    on_host = jax.tree.map(np.asarray, (metrics, results, selected))
+    return processes.gather(on_host, lambda: run_fingerprint(*run))
 
 
 def _eval_keys(entry: methods.Method, state):
@@ -208,6 +204,3 @@ def _eval_keys(entry: methods.Method, state):
         return None
     return jax.random.key_data(jax.vmap(loop.evaluation_key)(state.key))
 
-
-def _to_host(tree):
-    return None if tree is None else jax.tree.map(np.asarray, tree)

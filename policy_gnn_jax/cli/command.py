@@ -29,8 +29,9 @@ from policy_gnn_jax.cli.flags import (
 )
 from policy_gnn_jax.cli.interrupts import interrupted_line, result_stamp
 from policy_gnn_jax.cli.process import (  # noqa: F401  (the scripts' helpers, as cli.NAME too)
-    INPUT_ERRORS,
+    FAILURES,
     Terminated,
+    error_line,
     exit_now,
     exit_status,
     finish,
@@ -93,14 +94,8 @@ def _main(argv) -> int:
                 fitted.save(out, overwrite=args.overwrite)
                 result = fitted.record
         _report(result, out)  # a stop here: `interrupted_line` sees the result saved
-    except INPUT_ERRORS as err:
-        return _fail(str(err), out if made_out else None, 2)
-    except MemoryError:
-        message = "the run ran out of host memory: use fewer --seeds or a smaller graph."
-        return _fail(message, out if made_out else None, 2)
-    except OSError as err:  # the file system refused (a name too long, a full disk, ...)
-        where = f" ({err.filename})" if err.filename else ""
-        return _fail(f"{err.strerror or err}{where}.", out if made_out else None, 2)
+    except FAILURES as err:
+        return _fail(error_line(err), out if made_out else None, 2)
     except KeyboardInterrupt as stop:
         code = stopped_status(stop)
         return _fail(interrupted_line(args, out, before), out if made_out else None, code)

@@ -16,9 +16,11 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import data
 from policy_gnn_jax.runtime import cluster, locks, runner
 
-# Everything that is the user's input going wrong (all exit 2 with one `error:` line).
-# ProcessError: another process of a distributed run failed or could not be reached.
-INPUT_ERRORS = (data.DataError, ValueError, FloatingPointError, cluster.ProcessError)
+# What ends a command with one `error:` line (`error_line`) and status 2: the user's input going
+# wrong, another process of a distributed run failing or out of reach (ProcessError), host memory
+# running out, the file system refusing.
+FAILURES = (data.DataError, ValueError, FloatingPointError, cluster.ProcessError, MemoryError,
+            OSError)  # fmt: skip
 Terminated = runner.Terminated
 # The signals a scheduler, `kill` or a closed terminal end a run with (exit status 143).
 TERMINATING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -66,6 +68,15 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"warning: {message}", file=sys.stderr)
 
 
+def error_line(err: BaseException) -> str:
+    """The sentence a command ends with for one of `FAILURES`."""
+    if isinstance(err, MemoryError):
+        return "out of host memory: run something smaller (fewer --seeds, a smaller graph)."
+    if isinstance(err, OSError):  # the file system refused: a full disk, a name too long, ...
+        return f"{err.strerror or err}{f' ({err.filename})' if err.filename else ''}."
+    return str(err)
+
+
 def stopped_status(stop: KeyboardInterrupt) -> int:
     """130 for a Ctrl-C, 143 for the signals that end a run, as shells report them."""
     return 143 if isinstance(stop, Terminated) else 130
@@ -78,15 +89,8 @@ def exit_status(command, *args, saves: bool = True) -> int:
     with guarded():
         try:
             command(*args)
-        except INPUT_ERRORS as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        except MemoryError:
-            print("error: out of host memory: run something smaller.", file=sys.stderr)
-            return 2
-        except OSError as err:  # the file system refused: a full disk, a name too long, ...
-            where = f" ({err.filename})" if err.filename else ""
-            print(f"error: {err.strerror or err}{where}.", file=sys.stderr)
+        except FAILURES as err:
+            print(f"error: {error_line(err)}", file=sys.stderr)
             return 2
         except KeyboardInterrupt as stop:
             code = stopped_status(stop)
