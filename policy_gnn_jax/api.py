@@ -75,9 +75,6 @@ def fit(
       backbone: your own `Backbone` instead of the one `config.backbone` names.
       agent: your own `Agent` instead of the DQN (the MDP methods only).
 
-    Returns:
-      The `Fit`.
-
     Raises:
       ConfigError, InvalidDatasetError, ResourceError, CheckpointError (all ValueError): bad
       input; DivergenceError (FloatingPointError): training produced NaN/inf.
