@@ -108,12 +108,11 @@ def choose_options(args) -> None:
         print(f"{name}: chosen on validation: {written[name]['chosen_by_val']}", flush=True)
 
 
-def _kept_scores(args, name: str, known: dict, said=None) -> dict:
+def _kept_scores(args, name: str, known: dict) -> dict:
     """The scores `known` (the options file) holds for `name` that compete without a rerun."""
     return backbone_options.kept_scores(
-        known.get(name), rerun=args.options or OPTIONS, seeds=args.seeds, where=f"{name} in "
-        f"{args.options_json}", max_depth=args.max_depth, num_splits=len(_splits(args, name)),
-        said=said, strict=not args.overwrite,
+        known.get(name), rerun=args.options or OPTIONS, seeds=args.seeds,
+        max_depth=args.max_depth, num_splits=len(_splits(args, name)),
     )  # fmt: skip
 
 
@@ -155,7 +154,7 @@ def write_results(args, summary: dict, depth_points: dict) -> None:
     results = pathlib.Path(args.results_json)
 
     def entries(merged: dict) -> dict:  # under the file's lock: rows of skipped policies kept
-        known, said = heterophily_table.entries_of(merged), []
+        known, said = merged.get("datasets", {}), []
         made = {name: heterophily_table.keep_skipped_rows(known.get(name), new, args.skip,
                                                           POLICIES, name, results, said)
                 for name, new in summary.items()}  # fmt: skip
@@ -268,9 +267,7 @@ def _merge_json(path: pathlib.Path, entries, overwrite: bool, extra: dict | None
         records.check_replaced_entries(old, new, path, overwrite)
         if extra is None:
             return {**merged, **new}
-        # Seeds and depths are each dataset's own: a run over some datasets would mislabel the
-        # others (files written before say them once, for all).
-        return {"datasets": {**heterophily_table.entries_of(merged), **new}}
+        return {"datasets": {**old, **new}}  # seeds and depths are each dataset's own
 
     if extra is None:
         return study_files.merge(path, OPTIONS_FILE, options_shape(OPTIONS), add)
@@ -352,10 +349,7 @@ def _check_chosen(args) -> None:
             if error and args.options is None:
                 raise pg.ConfigError(error)
             continue
-        said = []
-        kept = _kept_scores(args, name, known, said)
-        for line in said:
-            print(line, file=sys.stderr)
+        kept = _kept_scores(args, name, known)
         if args.options and len(set(args.options) | set(kept)) < 2:
             raise pg.ConfigError(
                 f"options --options needs at least two different combinations to choose from "

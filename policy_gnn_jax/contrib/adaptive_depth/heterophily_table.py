@@ -4,7 +4,6 @@ policies) beside the published results on the same splits."""
 from __future__ import annotations
 
 import io
-import math
 import pathlib
 
 import jax
@@ -113,18 +112,13 @@ ROW_SETTINGS = (
 def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str, path,
                       said: list) -> dict:  # fmt: skip
     """`new` (this run's entry for a dataset) with the rows of the policies it skipped taken
-    from `old` (the file's entry for it, as `entries_of` reads it) when `old` says it made them
-    with the same settings on as many splits: adding one policy to a finished dataset does not
-    train the others again. A line in `said` says which were kept; rows made otherwise, or
-    whose settings the file does not record, or that are not rows this study writes (a hand
-    edit), are not kept, and the line says why (the entry that would drop them is then refused
-    unless --overwrite, as any other)."""
-    rows = old.get("rows") if isinstance(old, dict) else None
-    if isinstance(old, dict) and "rows" in old and not isinstance(rows, dict) \
-            and set(skipped) & set(policies):  # fmt: skip
-        said.append(f"warning: {name}'s rows in {path} are not a table this study writes: the "
-                    f"skipped policies' rows are not kept.")  # fmt: skip
-    rows = rows if isinstance(rows, dict) else {}
+    from `old` (the file's entry for it) when `old` says it made them with the same settings on
+    as many splits: adding one policy to a finished dataset does not train the others again. A
+    line in `said` says which were kept; rows made otherwise, or whose settings the file does not
+    record, are not kept, and the line says why (the entry that would drop them is then refused
+    unless --overwrite, as any other). The file is read as the study wrote it (its shape checked
+    by `study_shapes`): a value edited by hand is out of scope (docs/reliability.md)."""
+    rows = (old or {}).get("rows") or {}
     found = [p for p in policies if p in skipped and p in rows]
     if not found:
         return new
@@ -134,8 +128,7 @@ def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str,
         made["xla_flags"] = records.xla_flags(made["xla_flags"])
     why = [f"{k} not recorded" if k not in made else f"made with {k} {made[k]}, not {new.get(k)}"
            for k in ROW_SETTINGS if k not in made or made[k] != new.get(k)]  # fmt: skip
-    why += [f"{p}'s row is not one this study writes" for p in found if not _is_row(rows[p])]
-    lengths = {len(rows[p]["test"]["per_split"]) for p in found if _is_row(rows[p])}
+    lengths = {len(rows[p]["test"]["per_split"]) for p in found}
     why += [f"made on {n} splits, not {splits}" for n in sorted(lengths) if n != splits]
     if why:
         said.append(f"warning: {name}'s {' and '.join(found)} rows in {path} are not kept: "
@@ -146,39 +139,6 @@ def keep_skipped_rows(old: dict | None, new: dict, skipped, policies, name: str,
     merged = {**new["rows"], **{p: rows[p] for p in found}}
     order = [k for k in merged if k not in policies] + [p for p in policies if p in merged]
     return {**new, "rows": {k: merged[k] for k in order}}
-
-
-def _is_row(row) -> bool:
-    """A policy's row as `over_splits` writes it: "test" (and "val", if there) a finite mean
-    and std of a non-empty list of finite scores."""
-
-    def part(value) -> bool:
-        numbers = [value.get("mean"), value.get("std")] if isinstance(value, dict) else []
-        per_split = value.get("per_split") if isinstance(value, dict) else None
-        if isinstance(per_split, list) and per_split:
-            numbers += per_split
-        return len(numbers) > 2 and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            for x in numbers
-        )
-
-    if not (isinstance(row, dict) and part(row.get("test")) and ("val" not in row
-                                                                 or part(row["val"]))):  # fmt: skip
-        return False
-    parts = [row[k] for k in ("val", "test") if k in row]
-    # A hand edit: a mean or std that is not its splits', or parts of different lengths.
-    return len({len(v["per_split"]) for v in parts}) == 1 and all(
-        math.isclose(v["mean"], float(np.mean(v["per_split"])), abs_tol=1e-9)
-        and math.isclose(v["std"], float(np.std(v["per_split"])), abs_tol=1e-9)
-        for v in parts
-    )
-
-
-def entries_of(merged: dict) -> dict:
-    """The datasets' entries a results file holds, each with its seeds and depths (files
-    written before say them once, for all, at the top)."""
-    top = {k: merged[k] for k in ("seeds", "max_depth") if k in merged}
-    return {name: {**top, **entry} for name, entry in merged.get("datasets", {}).items()}
 
 
 def check_files(options: pathlib.Path, results: pathlib.Path, choices) -> None:
