@@ -104,10 +104,10 @@ def test_a_damaged_fixed_depth_cache_is_trained_again(tmp_path, capsys):
     ds = data.load_heterophily(str(_benchmark_file(tmp_path / "b.npz")), split=0)
     cfg = pg.Config.decoupled(min_depth=0, max_depth=1, epochs=3)
     (tmp_path / "f").mkdir()
-    (tmp_path / "f" / "fixed.npz").write_bytes(b"garbage")
+    het.fixed_runs.cache_path(tmp_path / "f", cfg, 1).write_bytes(b"garbage")
     fixed = het.fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")
     assert fixed["probs"].shape[:2] == (2, 1)
-    assert "fixed.npz could not be read" in capsys.readouterr().err
+    assert "fixed-s1-d0-1.npz could not be read" in capsys.readouterr().err
     assert (
         het.fixed_runs.fixed_depths(ds, cfg, 1, tmp_path / "f")["val"].tolist()
         == fixed["val"].tolist()

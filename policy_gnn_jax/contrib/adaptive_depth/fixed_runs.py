@@ -52,8 +52,6 @@ def fixed_depths_of_splits(
         tag, shapes = _fixed_tag(ds, cfg, seeds), _shapes(len(depths), seeds, ds)
         path = cache_path(folders[k], cfg, seeds)
         result[k] = _cached_fixed(path, tag, shapes, depths, overwrite)
-        if result[k] is None and not path.exists():  # made before caches were named by run
-            result[k] = _cached_fixed(folders[k] / "fixed.npz", tag, shapes, depths, True)
     todo = [k for k in datasets if result[k] is None]
     if not todo:
         return result

@@ -28,6 +28,7 @@ import optax
 
 from policy_gnn_jax import data
 from policy_gnn_jax.contrib.adaptive_depth import signals as signals_lib
+from policy_gnn_jax.runtime import records
 
 
 def correctness(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -149,11 +150,6 @@ def cross_fitted_probe_depths(signals, correct_seed, val, folds: int = 5, seed: 
     return chosen
 
 
-def summary(values) -> dict:
-    values = np.asarray(values, np.float64)
-    return {"mean": float(values.mean()), "std": float(values.std()), "per_seed": values.tolist()}
-
-
 def _probe_row(ds, probs, correct, distances, max_hops: int, local_homophily: bool) -> dict:
     """The probe fitted on validation nodes, scored on validation (cross-fitted) and test."""
     val, test = np.asarray(ds.val_index), np.asarray(ds.test_index)
@@ -173,9 +169,9 @@ def _probe_row(ds, probs, correct, distances, max_hops: int, local_homophily: bo
         probe_test.append(correct[chosen_test, s, test].mean())
         probe_counts += np.bincount(chosen_test, minlength=num_depths)
     return {
-        "val_accuracy": summary(probe_val),
+        "val_accuracy": records.mean_std(probe_val),
         "val_note": "cross-fitted over 5 folds of the validation nodes",
-        "test_accuracy": summary(probe_test),
+        "test_accuracy": records.mean_std(probe_test),
         "depth_counts_test_all_seeds": probe_counts.tolist(),
     }
 
@@ -201,35 +197,35 @@ def analyse(
     rows = {
         "best_fixed_depth_by_val": {
             "depth": int(depths[best]),
-            "val_accuracy": summary(fixed_val[best]),
-            "test_accuracy": summary(fixed_test[best]),
+            "val_accuracy": records.mean_std(fixed_val[best]),
+            "test_accuracy": records.mean_std(fixed_test[best]),
         },
         "upper_bound_most_often_right_depth": {
-            "test_accuracy": summary(upper_bound_most_often_right(correct, test)),
+            "test_accuracy": records.mean_std(upper_bound_most_often_right(correct, test)),
             "note": "UPPER BOUND: reads test labels to pick each node's depth; not a method.",
         },
         "upper_bound_cross_seed": {
-            "test_accuracy": summary(upper_bound_cross_seed(correct, test)),
+            "test_accuracy": records.mean_std(upper_bound_cross_seed(correct, test)),
             "note": "UPPER BOUND: reads test labels; each node's depth from the other half of "
             "the seeds, so seed noise is not counted as headroom; not a method.",
         },
         "upper_bound_any_depth_right": {
-            "test_accuracy": summary(upper_bound_any_depth(correct, test)),
+            "test_accuracy": records.mean_std(upper_bound_any_depth(correct, test)),
             "note": "UPPER BOUND: a node counts if any depth is right; not a method.",
         },
     }
     confident = most_confident_depth(probs)
     rows["rule_most_confident_depth"] = {
-        "val_accuracy": summary(accuracy_at(correct, confident[:, val], val)),
-        "test_accuracy": summary(accuracy_at(correct, confident[:, test], test)),
+        "val_accuracy": records.mean_std(accuracy_at(correct, confident[:, val], val)),
+        "test_accuracy": records.mean_std(accuracy_at(correct, confident[:, test], test)),
     }
     distances = signals_lib.smoothness_distances(ds, int(depths.max()))
     eps, _ = choose_smoothness_eps(distances, correct, depths, val)
     smooth = np.broadcast_to(smoothness_depth(distances, eps, depths), (num_seeds, ds.num_nodes))
     rows["rule_smoothness_depth"] = {
         "eps_chosen_on_val": eps,
-        "val_accuracy": summary(accuracy_at(correct, smooth[:, val], val)),
-        "test_accuracy": summary(accuracy_at(correct, smooth[:, test], test)),
+        "val_accuracy": records.mean_std(accuracy_at(correct, smooth[:, val], val)),
+        "test_accuracy": records.mean_std(accuracy_at(correct, smooth[:, test], test)),
         "depth_counts_test": np.bincount(smooth[0, test], minlength=len(depths)).tolist(),
     }
     rows["probe_on_validation_nodes"] = _probe_row(
@@ -244,7 +240,10 @@ def analyse(
         "depths": depths.tolist(),
         "seeds": num_seeds,
         "fixed_depth": {
-            int(d): {"val_accuracy": summary(fixed_val[i]), "test_accuracy": summary(fixed_test[i])}
+            int(d): {
+                "val_accuracy": records.mean_std(fixed_val[i]),
+                "test_accuracy": records.mean_std(fixed_test[i]),
+            }
             for i, d in enumerate(depths)
         },
         **rows,

@@ -6,7 +6,6 @@ this module the first time the name is asked for.
 from __future__ import annotations
 
 from policy_gnn_jax import backbones, data, methods
-from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.contrib.adaptive_depth.plus import (
     PlusData,
@@ -36,11 +35,7 @@ def record_fields(config, metrics, results) -> dict:
 
 
 def _method_trainer(config, ds: data.Dataset, g: graph_lib.Graph, backbone, agent):
-    del agent  # takes_agent is False: methods.get refuses one before this
-    if backbone is not None:
-        raise config_lib.ConfigError(
-            "policy-gnn-plus trains the backbone Config.backbone names; it takes no custom one."
-        )
+    del backbone, agent  # takes neither: `Method.check_parts` refuses them before this
     return make_trainer(config, ds, g)
 
 

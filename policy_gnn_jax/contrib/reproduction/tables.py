@@ -138,25 +138,12 @@ def check_report_keeps(path: pathlib.Path, held: Callable[[dict], set], names, o
         )
 
 
-def _names(by_dataset) -> set:
-    """The datasets a report's mapping is keyed by; anything else is not this report's."""
-    if not isinstance(by_dataset, dict):
-        raise TypeError(f"a {type(by_dataset).__name__} where datasets were expected")
-    return set(by_dataset)
-
-
-def _rows(report) -> list:
-    if not isinstance(report, dict):
-        raise TypeError(f"a {type(report).__name__} where rows were expected")
-    return list(report.values())
-
-
 def table(args) -> None:
     out = pathlib.Path(args.out)
 
     def held(t: dict) -> set:
-        in_rows = {n for row in _rows(t.get("rows", {})) for n in _names(row)}
-        return _names(t["best_fixed_depth_by_val"]) | _names(t.get("skipped", {})) | in_rows
+        in_rows = {n for row in t.get("rows", {}).values() for n in row}
+        return set(t["best_fixed_depth_by_val"]) | set(t.get("skipped", {})) | in_rows
 
     check_report_keeps(out / "table3.json", held, args.datasets, args.overwrite)
     results, skipped = {}, {}
@@ -240,7 +227,7 @@ def ablations(args) -> None:
     """Policy-GNN against one change at a time; the first and last rows are the table's runs."""
     out = pathlib.Path(args.out)
     check_report_keeps(out / "ablations.json",
-                       lambda t: {n for row in _rows(t) for n in _names(row)},
+                       lambda t: {n for row in t.values() for n in row},
                        args.datasets, args.overwrite)  # fmt: skip
     lines = [
         "| Variant | " + " | ".join(args.datasets) + " |",
