@@ -39,7 +39,7 @@ from policy_gnn_jax import backbones, cli, data, fixed_depth, graph
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.agents import build, dqn, qnet
 from policy_gnn_jax.backbones import gcn
-from policy_gnn_jax.mdp import env, loop, policy_gnn
+from policy_gnn_jax.mdp import loop, policy_gnn
 from policy_gnn_jax.runtime import locks, outputs, runner, seed_axis
 
 
@@ -186,7 +186,7 @@ def bench_seeds(name, cfg, g, hops, agent, args) -> list[dict]:
 def seed_parts(name, cfg, g, hops, args) -> list[dict]:
     """Milliseconds per seed of each part of the MDP step vmapped over S seeds (S = 1 and each
     of `--seeds`), from the state one episode in."""
-    ctx, data_ = policy_gnn.make_context(cfg, g), env.mdp_data(g, hops)
+    ctx, data_ = policy_gnn.make_context(cfg, g), policy_gnn.mdp_data(g, hops)
     bb, key = ctx.env.backbone, jax.random.key(1)
 
     def grad(d, r):

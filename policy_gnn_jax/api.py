@@ -26,7 +26,7 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import custom_parts, data, fits, methods
 from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones.gcn import Backbone
-from policy_gnn_jax.mdp import loop
+from policy_gnn_jax.mdp import policy_gnn
 from policy_gnn_jax.runtime import (
     arguments,
     checkpoint,
@@ -199,5 +199,5 @@ def _eval_keys(entry: methods.Method, state):
     predict again); None for a method that draws none."""
     if not entry.uses_eval_keys:
         return None
-    return jax.random.key_data(jax.vmap(loop.evaluation_key)(state.key))
+    return jax.random.key_data(jax.vmap(policy_gnn.evaluation_key)(state.key))
 

@@ -99,12 +99,14 @@ def test_the_cached_validation_logits_are_those_of_the_current_parameters(
     import jax
 
     from policy_gnn_jax import backbones, config
+    from policy_gnn_jax.mdp import policy_gnn
 
     cfg = config.Config.tiny(buffer_size=64)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    ctx = env.make_context(cfg, small_graph, backbones.gcn_backbone(cfg, small_graph))
-    data = env.mdp_data(small_graph, hops)
-    state = env.init(ctx, data, key)
+    backbone = backbones.gcn_backbone(cfg, small_graph)
+    ctx = policy_gnn.env_context(cfg, small_graph, backbone, subgraphs=False)
+    data = policy_gnn.mdp_data(small_graph, hops)
+    state = policy_gnn.init_env(ctx, data, key)
     step = jax.jit(lambda data, k, s, a, d: env.step(ctx, data, k, s, a, d))
     val_depths = jnp.full(small_graph.val_index.shape, cfg.min_depth)
     trained = []

@@ -110,10 +110,11 @@ def test_paper_gcn_parameter_count(small_graph, key, min_depth):
     assert sum(v.size for v in jax.tree.leaves(params)) == want
 
 
-def test_select_depth_picks_each_nodes_depth():
+def test_depth_logits_picks_each_nodes_depth():
     logits_all = jnp.arange(3 * 4 * 2, dtype=jnp.float32).reshape(3, 4, 2)
     depth = jnp.array([1, 3, 2, 3])
-    got = gcn.select_depth(logits_all, depth)
+    one_to_three = gcn.Backbone(None, None, None, None, max_depth=3, min_depth=1)
+    got = gcn.depth_logits(one_to_three, logits_all, depth)
     want = np.stack([logits_all[d - 1, i] for i, d in enumerate([1, 3, 2, 3])])
     np.testing.assert_array_equal(got, want)
 

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 import policy_gnn_jax as pg
 from policy_gnn_jax import backbones, graph
 from policy_gnn_jax.graph import gather_matmul
-from policy_gnn_jax.mdp import action_buffers, env, policy_gnn
+from policy_gnn_jax.mdp import env, policy_gnn
 from policy_gnn_jax.runtime import runner, seed_axis
 
 
@@ -58,14 +58,14 @@ def test_buffer_loss_by_counts_equals_per_entry(both_kernels, key):
     ds, g_s, g_g = both_kernels
     cfg = pg.Config.tiny(buffer_size=4)
     hops = graph.train_hop_distances(ds, cfg.max_depth)
-    ctx_s = env.make_context(cfg, g_s, backbones.gcn_backbone(cfg, g_s))
-    ctx_g = env.make_context(cfg, g_g, backbones.gcn_backbone(cfg, g_g))
-    data_s, data_g = env.mdp_data(g_s, hops), env.mdp_data(g_g, hops)
+    ctx_s = policy_gnn.env_context(cfg, g_s, backbones.gcn_backbone(cfg, g_s), subgraphs=False)
+    ctx_g = policy_gnn.env_context(cfg, g_g, backbones.gcn_backbone(cfg, g_g), subgraphs=False)
+    data_s, data_g = policy_gnn.mdp_data(g_s, hops), policy_gnn.mdp_data(g_g, hops)
     # Buffers with repeated nodes (the case the counts exist for), two of them full.
-    buffers = action_buffers.init(cfg.num_actions, 12)
+    buffers = env.init_buffers(cfg.num_actions, 12)
     nodes = jnp.concatenate([g_s.train_index[:6], g_s.train_index[:3]])
     actions = jnp.array([0, 0, 1, 0, 1, 2, 0, 1, 1])
-    buffers = action_buffers.add(buffers, nodes, actions, jnp.ones(9, bool))
+    buffers = env.add_to_buffers(buffers, nodes, actions, jnp.ones(9, bool))
     params = ctx_s.backbone.init(key, g_s)
     k = jax.random.fold_in(key, 2)
     losses = [jax.value_and_grad(env.buffer_loss, argnums=1)(c, params, d, k, buffers)

@@ -10,7 +10,7 @@ from absl.testing import parameterized
 from policy_gnn_jax import config
 from policy_gnn_jax.agents import dqn, qnet
 from policy_gnn_jax.agents.base import Transition
-from policy_gnn_jax.mdp import action_buffers
+from policy_gnn_jax.mdp import env
 
 
 def _batch(start, width):
@@ -47,20 +47,20 @@ class ReplayTest(chex.TestCase, parameterized.TestCase):
 class ActionBufferTest(chex.TestCase):
     @chex.variants(with_jit=True, without_jit=True)
     def test_fill_flush_and_nothing_lost(self):
-        add = self.variant(action_buffers.add)
-        state = action_buffers.init(num_actions=2, capacity=3 + 4 - 1)  # buffer 3, W = 4
+        add = self.variant(env.add_to_buffers)
+        state = env.init_buffers(num_actions=2, capacity=3 + 4 - 1)  # buffer 3, W = 4
         nodes = jnp.array([10, 11, 12, 13])
         state = add(state, nodes, jnp.array([0, 1, 0, 0]), jnp.array([True, True, True, False]))
         np.testing.assert_array_equal(state.count, [2, 1])
         np.testing.assert_array_equal(state.nodes[0, :2], [10, 12])
-        full = action_buffers.full(state, 3)
+        full = env.full_buffers(state, 3)
         np.testing.assert_array_equal(full, [False, False])
         state = add(state, nodes + 10, jnp.array([0, 0, 0, 1]), jnp.ones(4, bool))
         np.testing.assert_array_equal(state.count, [5, 2])  # 5 > 3: all kept, none dropped
         np.testing.assert_array_equal(state.nodes[0, :5], [10, 12, 20, 21, 22])
-        full = action_buffers.full(state, 3)
+        full = env.full_buffers(state, 3)
         np.testing.assert_array_equal(full, [True, False])
-        state = action_buffers.flush(state, full)
+        state = env.flush_buffers(state, full)
         np.testing.assert_array_equal(state.count, [0, 2])
         np.testing.assert_array_equal(state.nodes[1, :2], [11, 23])
 

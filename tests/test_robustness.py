@@ -19,7 +19,7 @@ import policy_gnn_jax as pg
 from policy_gnn_jax import cli, fixed_depth, graph
 from policy_gnn_jax.agents import dqn
 from policy_gnn_jax.agents.base import Transition
-from policy_gnn_jax.mdp import action_buffers, audit, env, loop, policy_gnn
+from policy_gnn_jax.mdp import audit, env, loop, policy_gnn
 from policy_gnn_jax.runtime import outputs, runner, seed_axis
 
 # A generated graph the CLI can build quickly: 1600 nodes covers csbm's default splits.
@@ -275,12 +275,12 @@ def test_benchmarks_refuse_bad_input_with_an_error_line(experiment, capsys, scri
 def random_audit_context(small_dataset, small_graph):
     cfg = pg.Config.tiny(random_policy=True, audit=True)
     hops = graph.train_hop_distances(small_dataset, cfg.max_depth)
-    return policy_gnn.make_context(cfg, small_graph), env.mdp_data(small_graph, hops)
+    return policy_gnn.make_context(cfg, small_graph), policy_gnn.mdp_data(small_graph, hops)
 
 
 def test_one_mdp_step_alone(random_audit_context):
     ctx, data = random_audit_context
-    state = loop.init(ctx, data, jax.random.key(0))
+    state = policy_gnn.init(ctx, data, jax.random.key(0))
     new, (metrics, _, _) = jax.jit(lambda d, s: loop.mdp_step(ctx, d, s))(data, state)
     assert int(new.step) == 1 and float(new.best.val_metric) == float(metrics["val_metric"])
     assert int(metrics["action_counts"].sum()) == ctx.env.num_walkers
@@ -299,7 +299,7 @@ def test_the_audit_key_is_independent_of_every_other(random_audit_context):
 
     spy = audit.Observer(observe=spy_observe, summarise=lambda m: {}, evaluate=lambda g, p, d: {})
     ctx = ctx._replace(observer=spy)
-    state = loop.init(ctx, data, jax.random.key(3))
+    state = policy_gnn.init(ctx, data, jax.random.key(3))
     loop.mdp_step(ctx, data, state)  # not jitted: the spy sees a concrete key
     others = jax.random.key_data(jax.random.split(state.key, 5))  # key, act, val, env, learn
     assert not np.any(np.all(np.asarray(others) == np.asarray(seen["audit"]), axis=1))
@@ -319,11 +319,11 @@ def test_replay_and_buffers_check_dtypes_at_entry():
         dqn.replay_add(memory, Transition(floats, ints, floats, ints))
     with pytest.raises(AssertionError):
         dqn.replay_add(memory, Transition(ints, ints, ints, ints))  # int rewards
-    buffers = action_buffers.init(2, 4)
+    buffers = env.init_buffers(2, 4)
     with pytest.raises(AssertionError):
-        action_buffers.add(buffers, ints, ints, ints)  # valid must be bool
+        env.add_to_buffers(buffers, ints, ints, ints)  # valid must be bool
     with pytest.raises(AssertionError):
-        action_buffers.add(buffers, ints, jnp.arange(4), jnp.ones(3, bool))
+        env.add_to_buffers(buffers, ints, jnp.arange(4), jnp.ones(3, bool))
 
 
 def test_backbone_too_shallow_for_the_policy_is_refused(small_dataset, small_graph):

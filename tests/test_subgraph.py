@@ -14,7 +14,7 @@ from policy_gnn_jax import backbones, graph
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax.graph import sampler as sampler_lib
 from policy_gnn_jax.graph import subgraph
-from policy_gnn_jax.mdp import action_buffers, env, subgraph_engine
+from policy_gnn_jax.mdp import env, policy_gnn, subgraph_engine
 
 
 def _filled_buffers(ctx, state, g, seed=0, rounds=4):
@@ -24,7 +24,7 @@ def _filled_buffers(ctx, state, g, seed=0, rounds=4):
     for _ in range(rounds):
         nodes = jnp.asarray(rng.choice(train, len(train)))
         actions = jnp.asarray(rng.integers(0, ctx.config.num_actions, len(train)))
-        buffers = action_buffers.add(buffers, nodes, actions, jnp.ones(len(train), bool))
+        buffers = env.add_to_buffers(buffers, nodes, actions, jnp.ones(len(train), bool))
     return buffers
 
 
@@ -39,13 +39,13 @@ def test_unsampled_subgraph_loss_and_gradients_equal_the_full_engine_on_cora(cor
         subgraph_edges=cora.num_edges + cora.num_nodes,
     )
     g = graph.from_dataset(cora)
-    ctx = subgraph_engine.make_context(cfg, g, backbones.for_policy(cfg, g))
-    data = env.mdp_data(g, graph.train_hop_distances(cora, cfg.max_depth))
-    full_ctx = env.make_context(cfg, g, ctx.backbone)
+    ctx = policy_gnn.env_context(cfg, g, backbones.for_policy(cfg, g), subgraphs=True)
+    data = policy_gnn.mdp_data(g, graph.train_hop_distances(cora, cfg.max_depth))
+    full_ctx = policy_gnn.env_context(cfg, g, ctx.backbone, subgraphs=False)
     key = jax.random.key(3)
-    state = env.init(ctx, data, key)
+    state = policy_gnn.init_env(ctx, data, key)
     buffers = _filled_buffers(ctx, state, g)
-    assert bool(action_buffers.full(buffers, cfg.buffer_size).all())
+    assert bool(env.full_buffers(buffers, cfg.buffer_size).all())
 
     loss_full, grads_full = jax.value_and_grad(env.buffer_loss, argnums=1)(
         full_ctx, state.params, data, key, buffers

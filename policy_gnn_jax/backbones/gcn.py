@@ -57,8 +57,10 @@ class Backbone(NamedTuple):
 
 
 def depth_logits(backbone: Backbone, logits_all: jax.Array, depths: jax.Array) -> jax.Array:
-    """[M, C]: row m of `logits_all` [D, M, C] (the backbone's) at depth `depths[m]`."""
-    return select_depth(logits_all, depths, backbone.min_depth)
+    """[M, C]: row m of `logits_all` [D, M, C] (the backbone's `logits`, row 0 its `min_depth`)
+    at depth `depths[m]` [M]."""
+    rows = (depths - backbone.min_depth)[None, :, None]
+    return jnp.take_along_axis(logits_all, rows, axis=0)[0]
 
 
 def flax_init(model, key: jax.Array, g) -> Params:
@@ -87,20 +89,6 @@ def flax_backbone(model, optimizer, min_depth: int, max_depth: int) -> Backbone:
         max_depth=max_depth,
         min_depth=min_depth,
     )
-
-
-def select_depth(logits_all: jax.Array, depth: jax.Array, min_depth: int = 1) -> jax.Array:
-    """Picks each node's logits at its own depth.
-
-    Args:
-      logits_all: [D, M, C] logits of depths min_depth..min_depth+D-1 (a backbone's `logits`).
-      depth: [M] int depths in that range.
-      min_depth: the depth of row 0 (the backbone's `min_depth`).
-
-    Returns:
-      [M, C].
-    """
-    return jnp.take_along_axis(logits_all, (depth - min_depth)[None, :, None], axis=0)[0]
 
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:

@@ -85,3 +85,28 @@ def transpose_csr(indptr, indices, num_cols: int) -> tuple[np.ndarray, np.ndarra
     order = np.lexsort((rows, np.asarray(indices)))  # by column, then row
     t_indptr = np.concatenate([[0], np.cumsum(np.bincount(indices, minlength=num_cols))])
     return t_indptr, rows[order], order
+
+
+def feature_matmul(x_buckets, xt_buckets, w: jax.Array, vals: jax.Array) -> jax.Array:
+    """X @ w for the features X (`x_buckets`, its transpose `xt_buckets`, non-zero values
+    `vals`, which get no gradient), with an exact gather-only backward pass."""
+    return _feature_matmul(x_buckets, xt_buckets, w, jax.lax.stop_gradient(vals))
+
+
+@jax.custom_vjp
+def _feature_matmul(x_buckets, xt_buckets, w, vals):
+    # Its VJP is X^T @ cotangent, also as gathers: autodiff of the gather `w[cols]` would
+    # scatter-add into w (atomics on a GPU).
+    return matmul(x_buckets, vals, w)
+
+
+def _feature_matmul_fwd(x_buckets, xt_buckets, w, vals):
+    return _feature_matmul(x_buckets, xt_buckets, w, vals), (xt_buckets, vals)
+
+
+def _feature_matmul_bwd(residuals, cotangent):
+    xt_buckets, vals = residuals
+    return None, None, matmul(xt_buckets, vals, cotangent), None
+
+
+_feature_matmul.defvjp(_feature_matmul_fwd, _feature_matmul_bwd)

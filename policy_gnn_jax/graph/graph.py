@@ -163,32 +163,13 @@ def sparse_feature_matmul(g: Graph, w: jax.Array, vals: jax.Array | None = None)
     """
     vals = g.feat_vals if vals is None else vals
     if g.kernels == "gather":
-        return _gather_feature_matmul(g, w, jax.lax.stop_gradient(vals))
+        return gather_matmul.feature_matmul(g.x_buckets, g.xt_buckets, w, vals)
     return jax.ops.segment_sum(
         w[g.feat_cols] * vals[:, None],
         g.feat_rows,
         num_segments=g.num_nodes,
         indices_are_sorted=True,
     )
-
-
-@jax.custom_vjp
-def _gather_feature_matmul(g: Graph, w: jax.Array, vals: jax.Array) -> jax.Array:
-    """X @ w as gathers; its VJP is X^T @ cotangent, also as gathers (autodiff of the gather
-    `w[cols]` would scatter-add into w: atomics on a GPU)."""
-    return gather_matmul.matmul(g.x_buckets, vals, w)
-
-
-def _gather_feature_matmul_fwd(g, w, vals):
-    return _gather_feature_matmul(g, w, vals), (g, vals)
-
-
-def _gather_feature_matmul_bwd(residuals, cotangent):
-    g, vals = residuals
-    return None, gather_matmul.matmul(g.xt_buckets, vals, cotangent), None
-
-
-_gather_feature_matmul.defvjp(_gather_feature_matmul_fwd, _gather_feature_matmul_bwd)
 
 
 def dropped_feature_matmul(g, w, rate: float, train: bool, sparse: bool = True) -> jax.Array:

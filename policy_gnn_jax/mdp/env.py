@@ -3,6 +3,7 @@
 `step` adds the walkers' (node, depth) pairs to the action buffers, trains the backbone on every
 full buffer, measures M_t (the validation metric at the greedy depths), pays the shared reward and
 moves the walkers: pure functions over a static `EnvContext`, the graph passed as data (`MDPData`).
+`policy_gnn.py` builds the context for a config.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
@@ -21,7 +22,6 @@ from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax import metrics
 from policy_gnn_jax.backbones import gcn as backbone_lib
-from policy_gnn_jax.mdp import action_buffers
 from policy_gnn_jax.metrics import all_finite
 
 
@@ -35,11 +35,53 @@ class MDPData:
     hops: jax.Array  # [T, T] hop distances between training nodes
 
 
-def mdp_data(g: graph_lib.Graph, train_hops: np.ndarray) -> MDPData:
-    """`train_hops`: [T, T] hop distances between training nodes (`graph.train_hop_distances`)."""
-    num_train = g.train_index.shape[0]
-    train_pos = jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train))
-    return MDPData(g, train_pos, jnp.asarray(train_hops))
+# The GNN action buffers (Algorithm 2): one fixed-capacity buffer of node ids per depth. A buffer
+# that holds at least `buffer_size` entries after a step's additions is trained on and emptied.
+# Each step adds up to W entries, so the arrays hold `buffer_size + W - 1`: nothing is ever
+# dropped, and a flushed buffer trains on all its entries (between buffer_size and that bound).
+
+
+@struct.dataclass
+class BufferState:
+    nodes: jax.Array  # [A, capacity] node ids
+    count: jax.Array  # [A] entries filled
+
+
+def init_buffers(num_actions: int, capacity: int) -> BufferState:
+    return BufferState(
+        nodes=jnp.zeros((num_actions, capacity), jnp.int32),
+        count=jnp.zeros((num_actions,), jnp.int32),
+    )
+
+
+def add_to_buffers(state: BufferState, nodes, actions, valid) -> BufferState:
+    """Appends node `nodes[i]` [W] to buffer `actions[i]` (0..A-1) wherever `valid[i]` (bool:
+    the node has a training label)."""
+    chex.assert_rank([nodes, actions, valid], 1)
+    chex.assert_equal_shape([nodes, actions, valid])
+    chex.assert_type([nodes, actions, valid], [int, int, bool])
+    num_actions, capacity = state.nodes.shape
+    chosen = (actions[None, :] == jnp.arange(num_actions)[:, None]) & valid[None, :]  # [A, W]
+    slot = state.count[:, None] + jnp.cumsum(chosen, axis=1) - 1
+    slot = jnp.where(chosen, slot, capacity)  # out of range: dropped by mode="drop"
+    rows = jnp.broadcast_to(jnp.arange(num_actions)[:, None], slot.shape)
+    new_nodes = state.nodes.at[rows, slot].set(jnp.broadcast_to(nodes, slot.shape), mode="drop")
+    return BufferState(nodes=new_nodes, count=state.count + chosen.sum(axis=1))
+
+
+def full_buffers(state: BufferState, buffer_size: int) -> jax.Array:
+    """[A] bool: buffers ready to train."""
+    return state.count >= buffer_size
+
+
+def buffer_entries(state: BufferState) -> jax.Array:
+    """[A, capacity] bool: filled slots."""
+    return jnp.arange(state.nodes.shape[1])[None, :] < state.count[:, None]
+
+
+def flush_buffers(state: BufferState, flushed: jax.Array) -> BufferState:
+    """Empties the buffers where `flushed` [A] is true."""
+    return state.replace(count=jnp.where(flushed, 0, state.count))
 
 
 @struct.dataclass
@@ -47,7 +89,7 @@ class EnvState:
     nodes: jax.Array  # [W] walker positions (node ids)
     params: dict  # the backbone's parameters
     opt_state: optax.OptState
-    buffers: action_buffers.BufferState
+    buffers: BufferState
     history: jax.Array  # [b] the last validation scores, newest first
     history_count: jax.Array  # how many of `history` are filled (0: no baseline yet)
     # The engine's own state (the subgraph engine's validation neighbourhood); None: full engine.
@@ -65,11 +107,9 @@ class StepOutput(NamedTuple):
 
 
 class Engine(NamedTuple):
-    """How the backbone meets the graph, chosen once per run: the full engine (`FULL_ENGINE`) on
-    the whole graph, the subgraph and host engines (`mdp/subgraph_engine.py`) on sampled
-    neighbourhoods. The step never asks which it has. `init` -> `EnvState.engine_state` (or
-    None); `loss_and_grads` -> those of `buffer_loss`; the logits [D, nodes, C], evaluation mode.
-    """
+    """How the backbone meets the graph, chosen once per run: the full engine (`FULL_ENGINE`) or
+    the subgraph and host engines (`mdp/subgraph_engine.py`); the step never asks which. `init` ->
+    `EnvState.engine_state`; `loss_and_grads` -> those of `buffer_loss`; logits [D, nodes, C]."""
 
     init: Callable
     loss_and_grads: Callable
@@ -85,42 +125,6 @@ class EnvContext(NamedTuple):
     engine: Engine
     num_walkers: int
     sampler: Any = None  # the subgraph and host engines' `sampler.Sampler`
-
-
-def make_context(
-    config: config_lib.Config,
-    g: graph_lib.Graph,
-    backbone: backbone_lib.Backbone,
-    engine: Engine | None = None,
-    sampler: Any = None,
-) -> EnvContext:
-    """The MDP for `g`'s shapes, on the full engine unless another is given."""
-    if backbone.max_depth < config.max_depth or backbone.min_depth > config.min_depth:
-        raise config_lib.ConfigError(
-            f"the backbone computes depths {backbone.min_depth}..{backbone.max_depth} but the "
-            f"policy may pick {config.min_depth}..{config.max_depth}: build it with "
-            f"min_depth <= config.min_depth and max_depth >= config.max_depth."
-        )
-    num_walkers = config.num_walkers or g.train_index.shape[0]
-    return EnvContext(config, backbone, engine or FULL_ENGINE, num_walkers, sampler)
-
-
-def init(ctx: EnvContext, data: MDPData, key: jax.Array) -> EnvState:
-    k_params, k_reset = jax.random.split(key)
-    params = ctx.backbone.init(k_params, data.graph)
-    capacity = ctx.config.buffer_size + ctx.num_walkers - 1
-    # The engine draws from a key of its own (folded in): the other streams are every engine's.
-    engine_state = ctx.engine.init(ctx, data, jax.random.fold_in(key, 1))
-    return EnvState(
-        nodes=start_nodes(ctx, data, k_reset),
-        params=params,
-        opt_state=ctx.backbone.optimizer.init(params),
-        buffers=action_buffers.init(ctx.config.num_actions, capacity),
-        history=jnp.zeros(ctx.config.reward_window, jnp.float32),
-        history_count=jnp.zeros((), jnp.int32),
-        engine_state=engine_state,
-        val_logits=ctx.engine.validation_logits(ctx, data, params, engine_state),
-    )
 
 
 def start_nodes(ctx: EnvContext, data: MDPData, key: jax.Array) -> jax.Array:
@@ -144,7 +148,7 @@ def buffer_depth_column(cfg: config_lib.Config) -> jax.Array:
 def buffer_loss(ctx: EnvContext, params, data: MDPData, key: jax.Array, buffers) -> jax.Array:
     """The sum over full buffers of each buffer's mean cross-entropy at its depth."""
     cfg, g = ctx.config, data.graph
-    mask = action_buffers.entry_mask(buffers)  # [A, cap]
+    mask = buffer_entries(buffers)  # [A, cap]
     buffer_depths = buffer_depth_column(cfg)  # [A, 1]
     if g.deterministic:
         total = _buffer_sums_by_counts(ctx, params, g, key, buffers, mask, buffer_depths)
@@ -154,7 +158,7 @@ def buffer_loss(ctx: EnvContext, params, data: MDPData, key: jax.Array, buffers)
         total = jnp.sum(jnp.where(mask, ce, 0.0), 1)
     per_buffer = total / jnp.maximum(mask.sum(1), 1)
     # Buffers that fill in the same step share one optimiser step on the sum of their losses.
-    return jnp.sum(jnp.where(action_buffers.full(buffers, cfg.buffer_size), per_buffer, 0.0))
+    return jnp.sum(jnp.where(full_buffers(buffers, cfg.buffer_size), per_buffer, 0.0))
 
 
 def _buffer_sums_by_counts(ctx: EnvContext, params, g, key, buffers, mask, buffer_depths):
@@ -177,13 +181,10 @@ def _buffer_sums_by_counts(ctx: EnvContext, params, g, key, buffers, mask, buffe
 
 def train_backbone(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState):
     """One optimiser step on the full buffers (if any), which are then emptied, and the
-    validation logits of the new parameters; returns (state, trained, loss or 0).
-
-    A `lax.cond`: a step with no full buffer (a third of Cora's steps) skips the backbone's
-    forward and backward and keeps the validation logits. Under vmap the cond becomes a select
-    that computes both branches; `--seed-mode map` keeps the saving.
-    """
-    full = action_buffers.full(state.buffers, ctx.config.buffer_size)
+    validation logits of the new parameters; returns (state, trained, loss or 0). A `lax.cond`:
+    a step with no full buffer (a third of Cora's steps) skips the backbone's forward and
+    backward (under vmap it becomes a select computing both: `--seed-mode map` keeps the saving)."""
+    full = full_buffers(state.buffers, ctx.config.buffer_size)
     trained = jnp.any(full)
     params, opt_state, loss, val_logits = jax.lax.cond(
         trained,
@@ -191,7 +192,7 @@ def train_backbone(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvSta
         lambda s: (s.params, s.opt_state, jnp.zeros((), jnp.float32), s.val_logits),
         state,
     )
-    buffers = action_buffers.flush(state.buffers, full)
+    buffers = flush_buffers(state.buffers, full)
     state = state.replace(
         params=params, opt_state=opt_state, buffers=buffers, val_logits=val_logits
     )
@@ -257,7 +258,7 @@ def step(ctx: EnvContext, data: MDPData, key: jax.Array, state: EnvState, action
     k_train, k_move = jax.random.split(key)
     # Only labelled walkers enter a buffer; under the `walk` transition a walker can leave them.
     is_train = data.train_pos[state.nodes] >= 0
-    buffers = action_buffers.add(state.buffers, state.nodes, actions, is_train)
+    buffers = add_to_buffers(state.buffers, state.nodes, actions, is_train)
     state, trained, loss = train_backbone(ctx, data, k_train, state.replace(buffers=buffers))
     metric = validation_metric(ctx, data, state.val_logits, val_depths)
     reward, state = shared_reward(ctx, state, metric)

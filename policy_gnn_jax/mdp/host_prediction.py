@@ -30,7 +30,7 @@ def logits_fn(
     g: graph_lib.Graph,
     nodes: np.ndarray,
 ):
-    """(params, evaluation key (`loop.evaluation_key`), depths [M]) -> [M, C], one seed: the
+    """(params, evaluation key (`policy_gnn.evaluation_key`), depths [M]) -> [M, C], one seed: the
     nodes' logits at their depths, each node on its own sampled `max_depth`-hop neighbourhood.
 
     Args:
@@ -46,7 +46,7 @@ def logits_fn(
 
 
 def _logits(config, backbone, g, sampler, local, params, eval_key, depths):
-    key = jax.random.fold_in(eval_key, 1)  # the key `loop.evaluate` sampled the test nodes with
+    key = jax.random.fold_in(eval_key, 1)  # as `policy_gnn.evaluate` sampled the test nodes
     logits = functools.partial(backbone.logits, params)
     logits_all = subgraph.node_logits(sampler, logits, g, key, local, config.max_depth)
     return backbone_lib.depth_logits(backbone, logits_all, depths)

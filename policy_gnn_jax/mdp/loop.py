@@ -7,8 +7,8 @@ One MDP step (`mdp_step`) reads top to bottom as
 Every function here is pure and top level over a static `LoopContext` and takes the graph as data
 (`env.MDPData`); the backbone, the agent and the engine are reached only through their
 interfaces, and the audit is an optional observer of the step (`audit.Observer`).
-`mdp/policy_gnn.py` wires them for a config into a `Trainer` that the runner jits, runs over
-the seeds (mapped or vmapped) and drives chunk by chunk.
+`mdp/policy_gnn.py` wires them for a config into a `Trainer` (with the initial state and the
+final evaluation) that the runner jits, runs over the seeds and drives chunk by chunk.
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from policy_gnn_jax import config as config_lib
-from policy_gnn_jax import metrics
 from policy_gnn_jax.agents import base as agent_lib
-from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.mdp import audit as audit_lib
 from policy_gnn_jax.mdp import env
 from policy_gnn_jax.metrics import mean_where, tree_select
@@ -58,19 +56,6 @@ class LoopContext(NamedTuple):
     env: env.EnvContext
     agent: agent_lib.Agent
     observer: audit_lib.Observer | None
-
-
-def init(ctx: LoopContext, data: env.MDPData, key: jax.Array) -> RunnerState:
-    key, k_env, k_agent = jax.random.split(key, 3)
-    env_state = env.init(ctx.env, data, k_env)
-    agent_state, policy = ctx.agent.init(k_agent, data.graph)
-    best = Snapshot(
-        params=env_state.params,
-        policy=policy,
-        val_metric=jnp.full((), -1.0, jnp.float32),
-        step=jnp.zeros((), jnp.int32),
-    )
-    return RunnerState(agent_state, env_state, best, key, jnp.zeros((), jnp.int32))
 
 
 def mdp_step(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
@@ -143,35 +128,3 @@ def run_episode(ctx: LoopContext, data: env.MDPData, rs: RunnerState, _=None):
 def train_chunk(ctx: LoopContext, data: env.MDPData, rs: RunnerState, length: int):
     """`length` episodes (a static int) as one scan; metrics have a leading [length] axis."""
     return jax.lax.scan(functools.partial(run_episode, ctx, data), rs, length=length)
-
-
-def evaluation_key(key: jax.Array) -> jax.Array:
-    """The key the final evaluation draws depths with (the random policy's), from the loop's
-    final key; `Fit.predict_depths` uses it too, so its test depths equal the evaluation's."""
-    return jax.random.fold_in(key, 1)
-
-
-def evaluate(ctx: LoopContext, data: env.MDPData, rs: RunnerState) -> dict:
-    """The honest protocol: the snapshot's depths on test nodes. The only reader of test labels."""
-    g, best = data.graph, rs.best
-    depths = ctx.agent.depths(evaluation_key(rs.key), best.policy, g, g.test_index)
-    key = jax.random.fold_in(evaluation_key(rs.key), 1)  # the host engine's samples
-    test_logits = ctx.env.engine.test_logits(ctx.env, data, best.params, key)
-    logits = backbone_lib.depth_logits(ctx.env.backbone, test_logits, depths)
-    results = {
-        # the graph's metric: accuracy, or ROC AUC on a two-class graph
-        "test_metric": metrics.score(logits, g.labels[g.test_index], g.metric),
-        "val_metric": best.val_metric,
-        "best_step": best.step,
-        "test_depths": depths,
-        "test_depth_counts": jnp.bincount(
-            depths - ctx.config.min_depth, length=ctx.agent.num_actions
-        ),
-    }
-    if ctx.observer is not None:
-        results.update(ctx.observer.evaluate(g, best.params, depths))
-    return results
-
-
-def selected(rs: RunnerState):
-    return rs.best.params, rs.best.policy

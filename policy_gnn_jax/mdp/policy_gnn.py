@@ -1,14 +1,17 @@
 """Policy-GNN (and the random policy) as a `Trainer`: the MDP loop (`loop.py`) wired for a
-config and a graph, and what its runs add to `results.json`."""
+config and a graph (the contexts, the initial state, the final evaluation), and what its runs add
+to `results.json`."""
 
 from __future__ import annotations
 
 import functools
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from policy_gnn_jax import backbones
+from policy_gnn_jax import backbones, metrics
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.agents import base as agent_lib
@@ -28,6 +31,28 @@ def make_agent(config: config_lib.Config, g: graph_lib.Graph) -> agent_lib.Agent
     return build.dqn_agent(config, g)
 
 
+def env_context(
+    config: config_lib.Config,
+    g: graph_lib.Graph,
+    backbone: backbone_lib.Backbone,
+    subgraphs: bool | None = None,
+) -> env.EnvContext:
+    """The MDP for `g`'s shapes, on the subgraph (or host) engine where `subgraphs`, else the
+    full engine; None: as `subgraph.use_subgraphs` chooses for the config, here once."""
+    if backbone.max_depth < config.max_depth or backbone.min_depth > config.min_depth:
+        raise config_lib.ConfigError(
+            f"the backbone computes depths {backbone.min_depth}..{backbone.max_depth} but the "
+            f"policy may pick {config.min_depth}..{config.max_depth}: build it with "
+            f"min_depth <= config.min_depth and max_depth >= config.max_depth."
+        )
+    if subgraph.use_subgraphs(config, g) if subgraphs is None else subgraphs:
+        engine, sampler = subgraph_engine.engine_and_sampler(config, g)
+    else:
+        engine, sampler = env.FULL_ENGINE, None
+    num_walkers = config.num_walkers or g.train_index.shape[0]
+    return env.EnvContext(config, backbone, engine, num_walkers, sampler)
+
+
 def make_context(
     config: config_lib.Config,
     g: graph_lib.Graph,
@@ -35,15 +60,77 @@ def make_context(
     agent: agent_lib.Agent | None = None,
 ) -> loop.LoopContext:
     """Wires the loop for `g`'s shapes: the config's backbone and agent unless others are
-    given, and the engine (`subgraph.use_subgraphs`), chosen here once."""
+    given, and the engine."""
     backbone = backbone or backbones.for_policy(config, g)
     agent = agent or make_agent(config, g)
-    if subgraph.use_subgraphs(config, g):
-        env_ctx = subgraph_engine.make_context(config, g, backbone)
-    else:
-        env_ctx = env.make_context(config, g, backbone)
     observer = audit_lib.make_audit(config, backbone, agent) if config.audit else None
-    return loop.LoopContext(config, env_ctx, agent, observer)
+    return loop.LoopContext(config, env_context(config, g, backbone), agent, observer)
+
+
+def mdp_data(g: graph_lib.Graph, train_hops: np.ndarray) -> env.MDPData:
+    """`train_hops`: [T, T] hop distances between training nodes (`graph.train_hop_distances`)."""
+    num_train = g.train_index.shape[0]
+    train_pos = jnp.full(g.num_nodes, -1, jnp.int32).at[g.train_index].set(jnp.arange(num_train))
+    return env.MDPData(g, train_pos, jnp.asarray(train_hops))
+
+
+def init_env(ctx: env.EnvContext, data: env.MDPData, key: jax.Array) -> env.EnvState:
+    k_params, k_reset = jax.random.split(key)
+    params = ctx.backbone.init(k_params, data.graph)
+    capacity = ctx.config.buffer_size + ctx.num_walkers - 1
+    # The engine draws from a key of its own (folded in): the other streams are every engine's.
+    engine_state = ctx.engine.init(ctx, data, jax.random.fold_in(key, 1))
+    return env.EnvState(
+        nodes=env.start_nodes(ctx, data, k_reset),
+        params=params,
+        opt_state=ctx.backbone.optimizer.init(params),
+        buffers=env.init_buffers(ctx.config.num_actions, capacity),
+        history=jnp.zeros(ctx.config.reward_window, jnp.float32),
+        history_count=jnp.zeros((), jnp.int32),
+        engine_state=engine_state,
+        val_logits=ctx.engine.validation_logits(ctx, data, params, engine_state),
+    )
+
+
+def init(ctx: loop.LoopContext, data: env.MDPData, key: jax.Array) -> loop.RunnerState:
+    key, k_env, k_agent = jax.random.split(key, 3)
+    env_state = init_env(ctx.env, data, k_env)
+    agent_state, policy = ctx.agent.init(k_agent, data.graph)
+    best = loop.Snapshot(
+        params=env_state.params,
+        policy=policy,
+        val_metric=jnp.full((), -1.0, jnp.float32),
+        step=jnp.zeros((), jnp.int32),
+    )
+    return loop.RunnerState(agent_state, env_state, best, key, jnp.zeros((), jnp.int32))
+
+
+def evaluation_key(key: jax.Array) -> jax.Array:
+    """The key the final evaluation draws depths with (the random policy's), from the loop's
+    final key; `Fit.predict_depths` uses it too, so its test depths equal the evaluation's."""
+    return jax.random.fold_in(key, 1)
+
+
+def evaluate(ctx: loop.LoopContext, data: env.MDPData, rs: loop.RunnerState) -> dict:
+    """The honest protocol: the snapshot's depths on test nodes. The only reader of test labels."""
+    g, best = data.graph, rs.best
+    depths = ctx.agent.depths(evaluation_key(rs.key), best.policy, g, g.test_index)
+    key = jax.random.fold_in(evaluation_key(rs.key), 1)  # the host engine's samples
+    test_logits = ctx.env.engine.test_logits(ctx.env, data, best.params, key)
+    logits = backbone_lib.depth_logits(ctx.env.backbone, test_logits, depths)
+    results = {
+        # the graph's metric: accuracy, or ROC AUC on a two-class graph
+        "test_metric": metrics.score(logits, g.labels[g.test_index], g.metric),
+        "val_metric": best.val_metric,
+        "best_step": best.step,
+        "test_depths": depths,
+        "test_depth_counts": jnp.bincount(
+            depths - ctx.config.min_depth, length=ctx.agent.num_actions
+        ),
+    }
+    if ctx.observer is not None:
+        results.update(ctx.observer.evaluate(g, best.params, depths))
+    return results
 
 
 def make_trainer(
@@ -56,11 +143,11 @@ def make_trainer(
     """Policy-GNN (or the random policy when `config.random_policy`) as a `Trainer` on `g`."""
     ctx = make_context(config, g, backbone, agent)
     return Trainer(
-        init=functools.partial(loop.init, ctx),
+        init=functools.partial(init, ctx),
         train_chunk=functools.partial(loop.train_chunk, ctx),
-        evaluate=functools.partial(loop.evaluate, ctx),
-        selected=loop.selected,
-        data=env.mdp_data(g, train_hops),
+        evaluate=functools.partial(evaluate, ctx),
+        selected=lambda rs: (rs.best.params, rs.best.policy),
+        data=mdp_data(g, train_hops),
         total=config.num_episodes,
         per_call=min(config.episodes_per_call, config.num_episodes),
         unit="episode",

@@ -19,11 +19,12 @@ from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.graph import sampler as sampler_lib
 from policy_gnn_jax.graph import subgraph
-from policy_gnn_jax.mdp import action_buffers, env
+from policy_gnn_jax.mdp import env
 
 
-def make_context(config, g: graph_lib.Graph, backbone) -> env.EnvContext:
-    """The MDP on the subgraph engine (the host engine where `g` keeps its graph on the host)."""
+def engine_and_sampler(config, g: graph_lib.Graph) -> tuple[env.Engine, sampler_lib.Sampler]:
+    """The subgraph engine (the host engine where `g` keeps its graph on the host) and its
+    sampler, for `g`'s shapes."""
     # Buffers hold training nodes only; the validation subgraph holds every validation node.
     most = max(g.train_index.shape[0], g.val_index.shape[0])
     if config.subgraph_nodes < most:
@@ -38,8 +39,7 @@ def make_context(config, g: graph_lib.Graph, backbone) -> env.EnvContext:
             "device cannot reach them: use transition 'labelled' (the default)."
         )
     sampler = sampler_lib.Sampler(g.host or sampler_lib.host_graph(g), config)
-    engine = SUBGRAPH_ENGINE if g.host is None else HOST_ENGINE
-    return env.make_context(config, g, backbone, engine, sampler)
+    return (SUBGRAPH_ENGINE if g.host is None else HOST_ENGINE), sampler
 
 
 def validation_subgraph(ctx: env.EnvContext, data: env.MDPData, key) -> subgraph.Padded:
@@ -52,8 +52,8 @@ def validation_subgraph(ctx: env.EnvContext, data: env.MDPData, key) -> subgraph
 def buffer_subgraph(ctx: env.EnvContext, key: jax.Array, buffers) -> subgraph.Padded:
     """The union of the full buffers' entries' neighbourhoods, each to its buffer's depth."""
     cfg = ctx.config
-    full = action_buffers.full(buffers, cfg.buffer_size)
-    mask = action_buffers.entry_mask(buffers) & full[:, None]
+    full = env.full_buffers(buffers, cfg.buffer_size)
+    mask = env.buffer_entries(buffers) & full[:, None]
     depths = jnp.broadcast_to(env.buffer_depth_column(cfg), mask.shape)
     return subgraph.sample(ctx.sampler, key, buffers.nodes, depths, mask)
 
@@ -61,8 +61,8 @@ def buffer_subgraph(ctx: env.EnvContext, key: jax.Array, buffers) -> subgraph.Pa
 def subgraph_buffer_loss(ctx: env.EnvContext, params, data, key, buffers, sub: subgraph.Padded):
     """`env.buffer_loss` on the padded neighbourhood `sub` of the full buffers' entries."""
     cfg, g = ctx.config, data.graph
-    full = action_buffers.full(buffers, cfg.buffer_size)
-    mask = action_buffers.entry_mask(buffers)  # [A, cap]
+    full = env.full_buffers(buffers, cfg.buffer_size)
+    mask = env.buffer_entries(buffers)  # [A, cap]
     logits_all = ctx.backbone.logits(params, subgraph.view(g, sub), key)
     rows = env.buffer_depth_column(cfg) - ctx.backbone.min_depth  # [A, 1]
     logits = logits_all[rows, sub.positions]  # [A, cap, C]
