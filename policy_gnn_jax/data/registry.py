@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import os
 import pathlib
+import warnings
 
 from policy_gnn_jax.data.dataset import DataError, Dataset, check_path_argument
 from policy_gnn_jax.data.generators import make_csbm, make_planted_depth
@@ -69,6 +70,12 @@ def load_dataset(name: str, data_dir=None, download: bool = True, **kwargs) -> D
     or generates `csbm` / `planted` (keyword arguments go to the generator). Raises DataError for
     an unknown name."""
     name = check_name(name)
+    if name.lower() in DATASET_NAMES and (pathlib.Path(name) / META_FILE).is_file():
+        warnings.warn(  # said once a process (this line), not silently passed over
+            f"a folder of arrays ./{name} is here, but {name!r} names the built-in dataset, "
+            f"which is the one used: pass ./{name} to use the folder.",
+            stacklevel=1,
+        )
     if data_dir is not None:
         check_path_argument(data_dir, "data_dir")
     if not isinstance(download, bool):  # "no" would read as true
