@@ -22,7 +22,7 @@ from policy_gnn_jax.agents.base import Agent
 from policy_gnn_jax.backbones import gcn as backbone_lib
 from policy_gnn_jax.backbones.gcn import Backbone
 from policy_gnn_jax.graph import host
-from policy_gnn_jax.mdp import host_prediction
+from policy_gnn_jax.mdp import subgraph_engine
 from policy_gnn_jax.runtime import arguments, compilation, outputs, saved_fit
 from policy_gnn_jax.runtime.fingerprint import run_fingerprint
 
@@ -193,7 +193,7 @@ class Fit:
             return np.zeros((self.num_seeds, 0, self.dataset.num_classes), np.float32)
         if g.host is not None:  # on sampled neighbourhoods, as the final evaluation
             backbone = self.custom_backbone or self._method().backbone(self.config, g)
-            fn = host_prediction.logits_fn(self.config, backbone, g, np.asarray(nodes))
+            fn = subgraph_engine.host_prediction_fn(self.config, backbone, g, nodes)
             keys = jax.random.wrap_key_data(jnp.asarray(self.eval_keys))
             return np.asarray(self._jit(jax.vmap(fn))(self.params, keys, depths))
         return np.asarray(self._logits_fn()(self.params, g, self._nodes(nodes), depths))

@@ -4,7 +4,8 @@ The backbone trains on the union of the full buffers' neighbourhoods, each to it
 and M_t is measured on the validation nodes' `max_depth`-hop neighbourhood, drawn once per seed
 (`graph/sampler.py` samples them on the host; `graph/subgraph.py` explains why the logits
 equal the whole graph's where nothing is sampled away). The host engine's device graph holds the
-split nodes alone, so its test nodes are scored each on its own neighbourhood too.
+split nodes alone, so its test nodes are scored each on its own neighbourhood too, and so are
+the nodes a host-engine fit predicts (`host_prediction_fn`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from policy_gnn_jax import config as config_lib
 from policy_gnn_jax import graph as graph_lib
 from policy_gnn_jax.backbones import gcn as backbone_lib
+from policy_gnn_jax.graph import host, subgraph
 from policy_gnn_jax.graph import sampler as sampler_lib
-from policy_gnn_jax.graph import subgraph
 from policy_gnn_jax.mdp import env
 
 
@@ -85,17 +87,12 @@ def validation_logits(ctx: env.EnvContext, data, params, engine_state: subgraph.
     return ctx.backbone.logits(params, view, None)[:, engine_state.positions]
 
 
-def neighbourhood_logits(ctx: env.EnvContext, data, params, key: jax.Array, nodes: jax.Array):
-    """[D, M, C]: the nodes' logits at every depth (evaluation, no dropout), each node on its
-    own sampled `max_depth`-hop neighbourhood (`subgraph.node_logits`)."""
-    logits = functools.partial(ctx.backbone.logits, params)
-    return subgraph.node_logits(ctx.sampler, logits, data.graph, key, nodes, ctx.config.max_depth)
-
-
 def _host_test_logits(ctx: env.EnvContext, data, params, key):
-    """The host engine's test nodes, each on its own neighbourhood (the device graph holds the
-    split nodes alone, not their neighbours)."""
-    return neighbourhood_logits(ctx, data, params, key, data.graph.test_index)
+    """[D, T, C]: the host engine's test nodes at every depth (no dropout), each on its own
+    sampled `max_depth`-hop neighbourhood (the device graph holds the split nodes alone)."""
+    logits = functools.partial(ctx.backbone.logits, params)
+    g, max_depth = data.graph, ctx.config.max_depth
+    return subgraph.node_logits(ctx.sampler, logits, g, key, g.test_index, max_depth)
 
 
 SUBGRAPH_ENGINE = env.Engine(
@@ -105,3 +102,22 @@ SUBGRAPH_ENGINE = env.Engine(
     test_logits=env.full_test_logits,  # the whole graph is on the device: scored there
 )
 HOST_ENGINE = SUBGRAPH_ENGINE._replace(test_logits=_host_test_logits)
+
+
+def host_prediction_fn(config, backbone, g: graph_lib.Graph, nodes: np.ndarray):
+    """`Fit.predict` of a host-engine fit, whose device graph holds the split nodes alone:
+    (params, evaluation key, depths [M]) -> [M, C], one seed, for `nodes` [M] of the whole graph.
+    Each node runs on its own sampled neighbourhood with the evaluation's key and radius, as the
+    final evaluation measured the test nodes: on them it gives the logits behind the record's
+    test score, and a node's prediction does not depend on the other nodes asked."""
+    store = host.with_split_nodes(g.host, np.asarray(nodes, np.int64))
+    sampler = sampler_lib.Sampler(store, config)
+    local = jnp.arange(len(nodes), dtype=jnp.int32)
+
+    def logits(params, eval_key, depths):
+        key = jax.random.fold_in(eval_key, 1)  # as `policy_gnn.evaluate` sampled the test nodes
+        apply = functools.partial(backbone.logits, params)
+        logits_all = subgraph.node_logits(sampler, apply, g, key, local, config.max_depth)
+        return backbone_lib.depth_logits(backbone, logits_all, depths)
+
+    return logits
