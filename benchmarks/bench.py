@@ -203,7 +203,8 @@ def seed_parts(name, cfg, g, hops, args) -> list[dict]:
     rows, one = [], {}
     for seeds in seed_counts(args):
         keys = seed_axis.seed_keys(0, seeds)
-        state = jax.jit(jax.vmap(functools.partial(loop.init, ctx), in_axes=(None, 0)))(data_, keys)
+        init = jax.jit(jax.vmap(functools.partial(policy_gnn.init, ctx), in_axes=(None, 0)))
+        state = init(data_, keys)
         episode = jax.jit(jax.vmap(functools.partial(loop.run_episode, ctx), in_axes=(None, 0)))
         state, _ = episode(data_, state)
         for part, fn in parts.items():
@@ -251,15 +252,15 @@ def same_bits_twice(cfg, ds, g, hops, seeds: int) -> bool:
 
 
 def bench_kernels(name: str, ds, cfg, hops, args) -> None:
-    times, identical = {}, {}
+    times, identical, seeds = {}, {}, max(args.seeds)
     for kernels in ("scatter", "gather"):
         g = graph.from_dataset(ds, kernels)
         agent = policy_gnn.make_agent(cfg, g)
-        times[kernels] = step_time(cfg, g, hops, agent, args.seeds, args.repeats)
+        times[kernels] = step_time(cfg, g, hops, agent, seeds, args.repeats)
         short = dataclasses.replace(cfg, num_episodes=6, episodes_per_call=2)
-        identical[kernels] = same_bits_twice(short, ds, g, hops, args.seeds)
+        identical[kernels] = same_bits_twice(short, ds, g, hops, seeds)
         print(
-            f"[{name}] kernels {kernels}: MDP step ({args.seeds} seeds) "
+            f"[{name}] kernels {kernels}: MDP step ({seeds} seeds) "
             f"{1e3 * times[kernels]:.2f} ms; two runs bit-identical: "
             f"{'yes' if identical[kernels] else 'NO'}"
         )

@@ -116,7 +116,7 @@ def train_cached(cfg, num_classes: int, x_rows, labels, key):
     """One seed of the cached form at one depth: (val accuracy of the selected epoch, test)."""
     x_train, x_val, x_test = x_rows
     y_train, y_val, y_test = labels
-    optimizer = backbone_lib.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
+    optimizer = backbones.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
     carry = init_carry(cfg, optimizer, key, x_train.shape[1], num_classes)
     epoch = functools.partial(cached_epoch, cfg, optimizer, x_train, y_train, x_val, y_val)
     carry, _ = jax.lax.scan(epoch, carry, length=cfg.epochs)
@@ -141,7 +141,7 @@ def epoch_costs(cfg, g: graph_lib.Graph, depth: int, x) -> dict:
     state = fixed_depth.init(ctx, g, jax.random.key(0))
     propagated = jax.jit(functools.partial(fixed_depth.epoch_step, ctx, g))
     train, val = g.train_index, g.val_index
-    optimizer = backbone_lib.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
+    optimizer = backbones.make_optimizer(cfg.gcn_lr, cfg.weight_decay)
     carry = init_carry(cfg, optimizer, jax.random.key(0), g.num_features, g.num_classes)
     cached = jax.jit(
         functools.partial(

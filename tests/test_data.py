@@ -230,24 +230,3 @@ def test_two_threads_downloading_write_apart():
     for t in threads:
         t.join()
     assert len(set(names)) == 2
-
-
-def test_a_dataset_is_hashed_once(small_dataset, monkeypatch):
-    """Saving or loading a fit asks for the fingerprint several times (record, manifest, run
-    fingerprint); a graph of 10^7 nodes takes seconds to hash and its arrays are read-only, so
-    one `Dataset` hashes them once. A new Dataset of the same arrays hashes them again."""
-    import dataclasses
-
-    from policy_gnn_jax.data import dataset as dataset_module
-
-    hashed = []
-    real = dataset_module.hash_array
-    monkeypatch.setattr(
-        dataset_module, "hash_array", lambda digest, a: (hashed.append(1), real(digest, a))
-    )
-    ds = dataclasses.replace(small_dataset)
-    first = ds.fingerprint()
-    assert hashed
-    hashed.clear()
-    assert ds.fingerprint() == first and not hashed
-    assert pickle.loads(pickle.dumps(ds)).fingerprint() == first and hashed

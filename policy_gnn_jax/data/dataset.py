@@ -5,7 +5,6 @@ kept read-only; the errors a dataset's loading raises. A user's graph becomes a 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import os
 
@@ -114,12 +113,6 @@ class Dataset:
 
     def fingerprint(self) -> str:
         """SHA-256 of every array: a checkpoint or a saved fit is only resumed on the same data.
-        Computed once per Dataset, whose arrays are read-only (`_fingerprint`)."""
-        return self._fingerprint
-
-    @functools.cached_property
-    def _fingerprint(self) -> str:
-        """The fingerprint's digest.
 
         A CSR matrix is hashed as its three arrays and shape (the fingerprints of before dense
         features existed); dense features as a layout marker, the shape and the rows. So the same
