@@ -267,7 +267,7 @@ def _merge_json(path: pathlib.Path, entries, overwrite: bool, extra: dict | None
         records.check_replaced_entries(old, new, path, overwrite)
         if extra is None:
             return {**merged, **new}
-        return {"datasets": {**old, **new}}  # seeds and depths are each dataset's own
+        return {"datasets": {**old, **new}}
 
     if extra is None:
         return study_files.merge(path, OPTIONS_FILE, options_shape(OPTIONS), add)

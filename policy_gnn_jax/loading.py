@@ -50,9 +50,12 @@ def load(
     if meta["dtypes"] == [str(np.dtype(x.dtype)) for x in wanted]:
         leaves = [checkpoint.as_stored(leaf, x.dtype) for leaf, x in zip(leaves, wanted)]
     if [(leaf.shape, leaf.dtype) for leaf in leaves] != [(x.shape, x.dtype) for x in wanted]:
+        if backbone is None and agent is None:
+            raise outputs.CheckpointError(f"{out}/snapshots.npz does not match its config: save "
+                                          f"again.")  # fmt: skip
         raise outputs.CheckpointError(
-            f"{out}/snapshots.npz does not match its config, the backbone passed or the agent "
-            f"passed (other parameter shapes or types): pass the parts the fit was trained with."
+            f"{out}/snapshots.npz does not match the backbone passed or the agent passed (other "
+            f"parameter shapes or types): pass the parts the fit was trained with."
         )
     params, policy, eval_keys = jax.tree.unflatten(treedef, leaves)
     fitted = Fit.of(record, config, meta["method"], ds, params, policy, eval_keys,

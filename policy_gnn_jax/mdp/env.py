@@ -94,7 +94,7 @@ class EnvState:
     history_count: jax.Array  # how many of `history` are filled (0: no baseline yet)
     # The engine's own state (the subgraph engine's validation neighbourhood); None: full engine.
     engine_state: Any = None
-    # [D, V, C] validation logits of every depth for `params` (no dropout), set by `init`.
+    # [D, V, C] every depth's validation logits for `params` (no dropout; `policy_gnn.init_env`).
     val_logits: jax.Array | None = None
 
 

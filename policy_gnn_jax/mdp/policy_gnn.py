@@ -105,6 +105,10 @@ def init(ctx: loop.LoopContext, data: env.MDPData, key: jax.Array) -> loop.Runne
     return loop.RunnerState(agent_state, env_state, best, key, jnp.zeros((), jnp.int32))
 
 
+def selected(rs: loop.RunnerState):
+    return rs.best.params, rs.best.policy
+
+
 def evaluation_key(key: jax.Array) -> jax.Array:
     """The key the final evaluation draws depths with (the random policy's), from the loop's
     final key; `Fit.predict_depths` uses it too, so its test depths equal the evaluation's."""
@@ -146,7 +150,7 @@ def make_trainer(
         init=functools.partial(init, ctx),
         train_chunk=functools.partial(loop.train_chunk, ctx),
         evaluate=functools.partial(evaluate, ctx),
-        selected=lambda rs: (rs.best.params, rs.best.policy),
+        selected=selected,
         data=mdp_data(g, train_hops),
         total=config.num_episodes,
         per_call=min(config.episodes_per_call, config.num_episodes),

@@ -1,5 +1,5 @@
 """Training that diverged: the NaN/inf found in a chunk's metrics, said as the unit where it
-happened and the fix, and JAX's own stop at a NaN (JAX_DEBUG_NANS) said the same way."""
+happened and the fix."""
 
 from __future__ import annotations
 

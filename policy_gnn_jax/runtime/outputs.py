@@ -205,7 +205,8 @@ def check_no_result(folder, overwrite: bool, how: str) -> None:
                   for q in p.iterdir() if is_checkpoint_step(q)]  # fmt: skip
         if steps:
             raise CheckpointError(
-                f"{folder} is a checkpoint folder (it holds {steps[0]}/): save results elsewhere."
+                f"{folder} is a checkpoint folder (it holds {steps[0]}/): save results elsewhere "
+                f"(to resume it, pass it as the checkpoint folder)."
             )
     found = holds_result(folder) if folder.is_dir() else None
     if found and not overwrite:

@@ -177,6 +177,7 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
             f"the policy-gnn command's --out."
         )
     meta = outputs.read_json(folder / "fit.json")
+    # `num_leaves` is written for the format; `load` matches the leaves against the config.
     if not isinstance(meta, dict) or "config" not in meta or "num_leaves" not in meta:
         raise CheckpointError(
             f"{folder}/fit.json is not the fit.json of a saved fit (it holds "
@@ -184,7 +185,8 @@ def read(folder) -> tuple[dict, dict, data.Dataset, list[np.ndarray]]:
         )
     if meta.get("format") != FORMAT:
         found = meta.get("format")
-        who = "policy-gnn-jax 0.2 or earlier" if found in (1, 2) else "another version"
+        old = type(found) is int and found in (1, 2)
+        who = "policy-gnn-jax 0.2 or earlier" if old else "another version"
         raise CheckpointError(
             f"{folder} is a fit saved by {who} (format {found!r}), which this version (format "
             f"{FORMAT}) does not read: fit it again, or load it with the version that saved it."

@@ -1,5 +1,5 @@
-"""Faults: a closed or full standard output, a full disk or a diverging run ends with one
-line naming the cause, and loses no result or checkpoint."""
+"""Faults: a closed or full standard output or a full disk ends with one line naming the
+cause, and loses no result or checkpoint."""
 
 import io
 import subprocess

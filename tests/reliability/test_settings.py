@@ -88,8 +88,6 @@ def test_a_hidden_flag_the_method_never_reads_is_warned_about(capsys):
     assert "--q-lr is not used by --method random" in err
 
 
-
-
 def test_a_set_replacing_either_end_of_depths_is_said(capsys):
     cli.warn_unused_flags(cli.build_parser().parse_args(["--depths", "2-4", "--set",
                                                           "max_depth=3"]))  # fmt: skip
