@@ -188,3 +188,38 @@ def test_parameters_of_another_two_byte_type_are_refused_not_reinterpreted(tmp_p
     with pytest.raises(pg.CheckpointError, match="another version"):
         ck.restore({"w": np.zeros(3, jnp.float16)}, lambda u: {})
     ck.close()
+
+
+def test_a_resume_under_other_xla_flags_is_refused(small_dataset, tmp_path, monkeypatch):
+    """XLA_FLAGS change the compiled kernels and so the bits: a checkpoint made under other
+    flags is refused, naming them, not resumed into a result neither run would give (found by an
+    adversarial pass: 80 record fields differed). Runs without flags keep their fingerprints."""
+    config = pg.Config.tiny(num_episodes=2, episodes_per_call=1)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    pg.fit(small_dataset, config, seeds=1, progress=False, checkpoint_dir=tmp_path / "c")
+    monkeypatch.delenv("XLA_FLAGS")
+    with pytest.raises(pg.CheckpointError, match="XLA_FLAGS"):
+        pg.fit(small_dataset, config, seeds=1, progress=False, checkpoint_dir=tmp_path / "c")
+
+
+def test_a_stop_during_the_final_evaluation_is_not_dropped(small_dataset, monkeypatch):
+    """A signal noted where it cannot be raised (JAX's garbage-collection callback) after the
+    last chunk still stops the run, after the evaluation: else the command ends with status 0
+    and no line (found by an adversarial pass)."""
+    import signal
+
+    from policy_gnn_jax.mdp import policy_gnn
+    from policy_gnn_jax.runtime import runner
+
+    real = policy_gnn.evaluate
+
+    def evaluate_then_signal(*args):
+        runner.stop_signal.append(signal.SIGTERM)  # as `cli.process._stop` notes one there
+        return real(*args)
+
+    monkeypatch.setattr(policy_gnn, "evaluate", evaluate_then_signal)
+    try:
+        with pytest.raises(runner.Terminated):
+            pg.fit(small_dataset, pg.Config.tiny(num_episodes=2), seeds=1, progress=False)
+    finally:
+        runner.stop_signal.clear()

@@ -222,3 +222,22 @@ def test_a_dense_dataset_survives_a_saved_fit_and_its_signals_read_it(csbm):
     np.testing.assert_array_equal(
         signals.feature_similarity(dense), signals.feature_similarity(csbm)
     )
+
+
+def test_a_fit_of_a_folder_given_by_a_relative_path_saves_and_loads_from_another_folder(
+    tmp_path, monkeypatch
+):
+    """A folder of arrays named relative to the working folder is recorded by its absolute
+    path: a fit saved after a change of working folder still loads (found by an adversarial
+    pass: the fit named the folder of the same name in the new working folder)."""
+    import policy_gnn_jax as pg
+
+    for folder, seed in ((tmp_path / "a", 0), (tmp_path / "b", 1)):
+        data.write_csbm(folder / "g", num_nodes=400, num_features=8, num_val=50, num_test=100,
+                        seed=seed)  # fmt: skip
+    monkeypatch.chdir(tmp_path / "a")
+    ds = data.load_arrays("g")
+    fitted = pg.fit(ds, pg.Config.tiny(epochs=2), method="gcn", seeds=1, progress=False)
+    monkeypatch.chdir(tmp_path / "b")
+    fitted.save(tmp_path / "fit")
+    assert pg.load(tmp_path / "fit").record["test_metric"] == fitted.record["test_metric"]

@@ -67,7 +67,7 @@ def load_arrays(folder, name: str | None = None) -> Dataset:
             name=meta.get("name", "custom") if name is None else name,
             num_classes=meta["num_classes"],
             edges_layout="2xE",
-            source=str(folder),
+            source=str(folder.absolute()),  # where `Fit.save` finds it, from any folder
         )
     except InvalidDatasetError as err:  # which folder: the values' checks do not know it
         raise InvalidDatasetError(f"in {folder} (its .npy files and {META_FILE}): {err}") from None

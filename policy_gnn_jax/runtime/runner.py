@@ -122,6 +122,7 @@ def run_trainer(
     finally:
         bar.close()
     results = jax.tree.map(np.asarray, programs["evaluate"](data, state))
+    raise_if_stopped()  # a stop noted where it could not be raised (`cli.process._stop`)
     return state, _concat(chunks), results
 
 
