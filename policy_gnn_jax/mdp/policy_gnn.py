@@ -45,7 +45,9 @@ def env_context(
             f"policy may pick {config.min_depth}..{config.max_depth}: build it with "
             f"min_depth <= config.min_depth and max_depth >= config.max_depth."
         )
-    if subgraph.use_subgraphs(config, g) if subgraphs is None else subgraphs:
+    if subgraphs is None:
+        subgraphs = subgraph.use_subgraphs(config, g)
+    if subgraphs:
         engine, sampler = subgraph_engine.engine_and_sampler(config, g)
     else:
         engine, sampler = env.FULL_ENGINE, None
