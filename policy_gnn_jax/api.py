@@ -15,7 +15,6 @@ seed axis), the config, the dataset and the results record."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import pathlib
 import time
 import warnings
@@ -38,7 +37,7 @@ from policy_gnn_jax.runtime import (
     runner,
     seed_axis,
 )
-from policy_gnn_jax.runtime.fingerprint import run_fingerprint, run_identity
+from policy_gnn_jax.runtime.fingerprint import checkpoint_key, run_fingerprint
 
 METHODS = methods.names()
 
@@ -183,12 +182,7 @@ def _checkpointer(directory, dataset, config, entry, seeds, seed, seed_mode, bac
     run = (dataset, config, entry.name, seeds, seed, custom, seed_mode)
     directory = outputs.check_folder_path(directory, "checkpoint folder")  # "" is no folder
     directory = processes.checkpoint_folder(directory)  # one process: `directory` itself
-    fingerprint, identity = run_fingerprint(*run), run_identity(*run)
-    flags = records.xla_flags()  # they change the compiled kernels, so a resume's bits
-    if flags is not None:  # unset: the fingerprint of a run that names none
-        fingerprint = hashlib.sha256(f"{fingerprint} XLA_FLAGS={flags}".encode()).hexdigest()
-        identity = {**identity, "XLA_FLAGS": flags}
-    return checkpoint.Checkpointer(directory, fingerprint, identity)
+    return checkpoint.Checkpointer(directory, *checkpoint_key(*run))
 
 
 def _every_seed(trainer, entry, state, metrics, results, run: tuple):

@@ -64,8 +64,7 @@ def gcn_backbone(
         dropout=config.dropout,
         input_dropout=config.input_dropout,
     )
-    optimizer = make_optimizer(config.gcn_lr, config.weight_decay)
-    return flax_backbone(model, optimizer, min_depth, max_depth)
+    return _with_optimizer(config, model, min_depth, max_depth)
 
 
 def make_backbone(config, g: graph_lib.Graph, min_depth: int, max_depth: int) -> Backbone:
@@ -79,6 +78,11 @@ def make_backbone(config, g: graph_lib.Graph, min_depth: int, max_depth: int) ->
         model = decoupled.make_decoupled(config, g, min_depth, max_depth)
     else:
         raise ValueError(f"unknown backbone {config.backbone!r}")  # Config refuses it first
+    return _with_optimizer(config, model, min_depth, max_depth)
+
+
+def _with_optimizer(config, model, min_depth: int, max_depth: int) -> Backbone:
+    """`model` as a Backbone trained with the optimiser the config describes."""
     optimizer = make_optimizer(config.gcn_lr, config.weight_decay)
     return flax_backbone(model, optimizer, min_depth, max_depth)
 

@@ -9,6 +9,7 @@ import hashlib
 import json
 
 from policy_gnn_jax import data
+from policy_gnn_jax.runtime import records
 
 
 def run_fingerprint(
@@ -56,3 +57,15 @@ def run_identity(
         **{f"config {name}": value for name, value in values.items()},
     }
     return json.loads(json.dumps(identity))
+
+
+def checkpoint_key(*run) -> tuple[str, dict]:
+    """(fingerprint, identity) of a run's checkpoints: the run's, and this process's XLA_FLAGS
+    where set, since they change the compiled kernels and so a resume's bits (unset: the run's
+    fingerprint as it is)."""
+    fingerprint, identity = run_fingerprint(*run), run_identity(*run)
+    flags = records.xla_flags()
+    if flags is None:
+        return fingerprint, identity
+    keyed = hashlib.sha256(f"{fingerprint} XLA_FLAGS={flags}".encode()).hexdigest()
+    return keyed, {**identity, "XLA_FLAGS": flags}
